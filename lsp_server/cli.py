@@ -1,0 +1,74 @@
+"""The `specfill` command: serve, complete, demo."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from lsp_server.server import server
+
+    server.start_io()
+    return 0
+
+
+def cmd_complete(args: argparse.Namespace) -> int:
+    from lsp_server.postprocess import postprocess
+    from lsp_server.settings import Settings
+    from lsp_server.worker import ModelWorker
+    from speculative import ModelError
+
+    try:
+        text = Path(args.file).read_text(encoding="utf-8", errors="surrogateescape")
+    except OSError as exc:
+        print(f"specfill: cannot read {args.file}: {exc}", file=sys.stderr)
+        return 2
+    lines = text.split("\n")
+    if not (1 <= args.line <= len(lines)) or not (0 <= args.col <= len(lines[args.line - 1])):
+        print(f"specfill: position {args.line}:{args.col} is outside {args.file}", file=sys.stderr)
+        return 2
+    offset = sum(len(ln) + 1 for ln in lines[: args.line - 1]) + args.col
+    settings = Settings()
+    settings.model.path = args.model or ""
+    settings.completion.max_tokens = args.max_tokens
+    worker = ModelWorker()
+    try:
+        worker.load(settings).result()
+    except ModelError as exc:
+        print(f"specfill: {exc}", file=sys.stderr)
+        return 2
+    prefix, suffix = text[:offset], text[offset:]
+    result = worker.complete(prefix, suffix, args.file, settings).result()
+    worker.shutdown()
+    line_suffix, _, below = suffix.partition("\n")
+    print(postprocess(result.text, line_suffix, below.split("\n"), prefix.rsplit("\n", 1)[-1]))
+    print(f"-- ttft {result.ttft_ms:.0f} ms, {len(result.tokens)} tokens, {result.tok_s:.1f} tok/s, "
+          f"prompt {result.n_prompt} tokens, stop: {result.stop_reason}", file=sys.stderr)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from lsp_server.demo import run_demo
+
+    return run_demo(args.model, args.file)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="specfill", description="Inline code completion from local GGUF models.")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("serve", help="run the language server on stdio").set_defaults(func=cmd_serve)
+    p = sub.add_parser("complete", help="print one completion and its timings")
+    p.add_argument("file")
+    p.add_argument("--line", type=int, required=True, help="1-based line")
+    p.add_argument("--col", type=int, required=True, help="0-based column")
+    p.add_argument("--model", help="GGUF file (default: the embedded SmolLM2-135M)")
+    p.add_argument("--max-tokens", type=int, default=48)
+    p.set_defaults(func=cmd_complete)
+    p = sub.add_parser("demo", help="start the real server and replay typing into a sample file")
+    p.add_argument("--model")
+    p.add_argument("--file", default=str(Path(__file__).parent / "sample.py"))
+    p.set_defaults(func=cmd_demo)
+    args = parser.parse_args(argv)
+    return args.func(args)

@@ -1,0 +1,67 @@
+"""`specfill demo`: the real server over stdio, typing replayed into a sample file."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from pathlib import Path
+
+from lsprotocol import types
+from pygls.lsp.client import LanguageClient
+
+TYPED = "\n    return "
+
+
+async def _demo(model: str | None, file: str) -> int:
+    client = LanguageClient("specfill-demo", "0.1")
+    messages: list[str] = []
+
+    @client.feature(types.WINDOW_SHOW_MESSAGE)
+    def show(params: types.ShowMessageParams) -> None:
+        messages.append(params.message)
+        print(f"[server] {params.message}")
+
+    await client.start_io(sys.executable, "-m", "lsp_server", "serve")
+    path = Path(file).resolve()
+    uri = path.as_uri()
+    await client.initialize_async(types.InitializeParams(
+        capabilities=types.ClientCapabilities(),
+        initialization_options={"model": {"path": model or ""}},
+    ))
+    client.initialized(types.InitializedParams())
+    text = path.read_text().rstrip("\n")
+    client.text_document_did_open(types.DidOpenTextDocumentParams(
+        text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)))
+    lines = text.split("\n")
+    line, col = len(lines) - 1, len(lines[-1])
+    version = 1
+    print(f"typing {TYPED!r} at the end of {path.name}")
+    for ch in TYPED:
+        version += 1
+        client.text_document_did_change(types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[types.TextDocumentContentChangePartial(
+                range=types.Range(start=types.Position(line=line, character=col),
+                                  end=types.Position(line=line, character=col)), text=ch)]))
+        if ch == "\n":
+            line, col = line + 1, 0
+        else:
+            col += 1
+        t0 = time.perf_counter()
+        result = await client.text_document_inline_completion_async(types.InlineCompletionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            position=types.Position(line=line, character=col),
+            context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic)))
+        ms = (time.perf_counter() - t0) * 1000
+        items = result.items if isinstance(result, types.InlineCompletionList) else (result or [])
+        shown = items[0].insert_text if items else ""
+        print(f"{ms:7.0f} ms  after {ch!r:6} -> {shown!r}")
+    await client.shutdown_async(None)
+    client.exit(None)
+    await client.stop()
+    return 1 if messages else 0
+
+
+def run_demo(model: str | None, file: str) -> int:
+    return asyncio.run(_demo(model, file))

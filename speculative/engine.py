@@ -1,0 +1,250 @@
+"""Plain greedy decoding on llama.cpp's low-level API with KV prefix reuse.
+
+One Engine owns one model and one long-lived context. A request evaluates only the
+tokens after the longest common prefix with what sequence 0 of the KV cache holds,
+and asks llama.cpp for logits only on the rows it reads (no logits_all buffer).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import llama_cpp
+import numpy as np
+
+from speculative.model_file import ModelError, check_gguf
+
+SEQ = 0
+
+
+@llama_cpp.llama_log_callback
+def _quiet_log(level, text, user_data):
+    # llama.cpp logs every load to stderr; the server's stderr is the editor's log.
+    if os.environ.get("SPECFILL_LLAMA_LOG"):
+        os.write(2, text)
+
+
+llama_cpp.llama_log_set(_quiet_log, ctypes.c_void_p(0))
+llama_cpp.llama_backend_init()
+
+
+@dataclass
+class GenerationResult:
+    text: str
+    tokens: list[int]
+    stop_reason: str  # "eog" | "stop" | "max_tokens" | "budget" | "cancelled"
+    n_prompt: int
+    n_reused: int
+    ttft_ms: float
+    total_ms: float
+    decode_steps: int
+    extra: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def tok_s(self) -> float:
+        decode_s = (self.total_ms - self.ttft_ms) / 1000
+        return (len(self.tokens) - 1) / decode_s if decode_s > 0 and len(self.tokens) > 1 else 0.0
+
+
+class Engine:
+    """A loaded model with one context; not thread-safe: use it from one worker thread."""
+
+    def __init__(self, path: str | Path, n_ctx: int = 4096, n_threads: int | None = None,
+                 n_batch: int = 512) -> None:
+        self.path = Path(path)
+        check_gguf(self.path)
+        mparams = llama_cpp.llama_model_default_params()
+        # The AMX extra buffer type crashes in ggml_backend_amx_mul_mat on these CPUs
+        # (seen here: SIGSEGV on the first decode); plain CPU buffers are safe.
+        mparams.use_extra_bufts = False
+        self._model = llama_cpp.llama_model_load_from_file(str(self.path).encode(), mparams)
+        if not self._model:
+            raise ModelError(f"llama.cpp could not load the model (truncated or corrupt?): {path}")
+        threads = n_threads or max(1, os.cpu_count() or 1)
+        cparams = llama_cpp.llama_context_default_params()
+        cparams.n_ctx = n_ctx
+        cparams.n_batch = n_batch
+        cparams.n_ubatch = n_batch
+        cparams.n_threads = threads
+        cparams.n_threads_batch = threads
+        # Flash attention (auto-on for CPU) gives a reused prefix logits up to 0.85 off a
+        # fresh evaluation here; the plain path is exact (max diff 0.0), so KV reuse is lossless.
+        cparams.flash_attn_type = 0
+        self._ctx = llama_cpp.llama_init_from_model(self._model, cparams)
+        if not self._ctx:
+            llama_cpp.llama_model_free(self._model)
+            raise ModelError(f"could not create a context (n_ctx={n_ctx}) for {path}")
+        self._vocab = llama_cpp.llama_model_get_vocab(self._model)
+        self._mem = llama_cpp.llama_get_memory(self._ctx)
+        self.n_vocab = llama_cpp.llama_vocab_n_tokens(self._vocab)
+        self.n_ctx = llama_cpp.llama_n_ctx(self._ctx)
+        self.n_batch = n_batch
+        self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
+        self.cached: list[int] = []  # tokens whose K/V sit in sequence 0, in order
+        self.decode_steps = 0  # llama_decode calls, ever: lets tests see work stop
+
+    def close(self) -> None:
+        if getattr(self, "_ctx", None):
+            llama_cpp.llama_batch_free(self._batch)
+            llama_cpp.llama_free(self._ctx)
+            llama_cpp.llama_model_free(self._model)
+            self._ctx = None
+
+    def __del__(self) -> None:
+        self.close()
+
+    # -- vocabulary ---------------------------------------------------------------
+    def tokenize(self, text: str, add_special: bool = False, parse_special: bool = True) -> list[int]:
+        data = text.encode("utf-8", errors="surrogatepass")
+        cap = len(data) + 16
+        buf = (llama_cpp.llama_token * cap)()
+        n = llama_cpp.llama_tokenize(self._vocab, data, len(data), buf, cap, add_special, parse_special)
+        if n < 0:
+            cap = -n
+            buf = (llama_cpp.llama_token * cap)()
+            n = llama_cpp.llama_tokenize(self._vocab, data, len(data), buf, cap, add_special, parse_special)
+        return list(buf[:n])
+
+    def token_bytes(self, token: int) -> bytes:
+        buf = ctypes.create_string_buffer(64)
+        n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, len(buf), 0, False)
+        if n < 0:
+            buf = ctypes.create_string_buffer(-n)
+            n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, len(buf), 0, False)
+        return buf.raw[:n]
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        return b"".join(self.token_bytes(t) for t in tokens).decode("utf-8", errors="replace")
+
+    def is_eog(self, token: int) -> bool:
+        return bool(llama_cpp.llama_vocab_is_eog(self._vocab, token))
+
+    def special_token(self, text: str) -> int | None:
+        """The id of a special token spelled exactly `text`, if the vocabulary has one."""
+        ids = self.tokenize(text, parse_special=True)
+        # Special iff it is one token when parsed as special and several when spelled out.
+        return ids[0] if len(ids) == 1 and len(self.tokenize(text, parse_special=False)) > 1 else None
+
+    def metadata(self, key: str) -> str | None:
+        buf = ctypes.create_string_buffer(256)
+        n = llama_cpp.llama_model_meta_val_str(self._model, key.encode(), buf, len(buf))
+        return buf.value.decode(errors="replace") if n >= 0 else None
+
+    # -- evaluation ---------------------------------------------------------------
+    def _logits_row(self, i: int) -> np.ndarray:
+        ptr = llama_cpp.llama_get_logits_ith(self._ctx, i)
+        return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).copy()
+
+    def eval(self, tokens: Sequence[int], want_rows: Sequence[int] = ()) -> list[np.ndarray]:
+        """Append `tokens` after what the cache holds; return logits for rows `want_rows`."""
+        if len(self.cached) + len(tokens) > self.n_ctx:
+            raise ModelError(f"context full: {len(self.cached)}+{len(tokens)} > n_ctx {self.n_ctx}")
+        wanted = set(want_rows)
+        rows: list[np.ndarray] = []
+        for start in range(0, len(tokens), self.n_batch):
+            chunk = tokens[start:start + self.n_batch]
+            b = self._batch
+            b.n_tokens = len(chunk)
+            base = len(self.cached)
+            chunk_rows = []
+            for j, tok in enumerate(chunk):
+                b.token[j] = tok
+                b.pos[j] = base + j
+                b.n_seq_id[j] = 1
+                b.seq_id[j][0] = SEQ
+                want = (start + j) in wanted
+                b.logits[j] = want
+                if want:
+                    chunk_rows.append(j)
+            rc = llama_cpp.llama_decode(self._ctx, b)
+            self.decode_steps += 1
+            if rc != 0:
+                self.reset()
+                raise ModelError(f"llama_decode failed with code {rc}")
+            self.cached.extend(chunk)
+            rows.extend(self._logits_row(j) for j in chunk_rows)
+        return rows
+
+    def truncate(self, n_keep: int) -> None:
+        """Forget cached tokens from position n_keep on (rollback)."""
+        if n_keep < len(self.cached):
+            llama_cpp.llama_memory_seq_rm(self._mem, SEQ, n_keep, -1)
+            del self.cached[n_keep:]
+
+    def reset(self) -> None:
+        llama_cpp.llama_memory_clear(self._mem, True)
+        self.cached.clear()
+
+    def prefill(self, prompt: Sequence[int]) -> tuple[np.ndarray, int]:
+        """Make the cache hold `prompt`; return the last token's logits and tokens reused."""
+        if not prompt:
+            raise ValueError("empty prompt")
+        common = 0
+        limit = min(len(self.cached), len(prompt) - 1)  # re-evaluate >= 1 token for its logits
+        while common < limit and self.cached[common] == prompt[common]:
+            common += 1
+        self.truncate(common)
+        rest = list(prompt[common:])
+        (logits,) = self.eval(rest, want_rows=[len(rest) - 1])
+        return logits, common
+
+    # -- generation ---------------------------------------------------------------
+    def generate(
+        self,
+        prompt: Sequence[int],
+        max_tokens: int = 64,
+        stop: Sequence[str] = (),
+        budget_s: float | None = None,
+        cancel: threading.Event | None = None,
+        on_text: Callable[[str], None] | None = None,
+    ) -> GenerationResult:
+        """Greedy decoding from `prompt`; checks `cancel` and the budget before every step."""
+        t0 = time.perf_counter()
+        prompt = list(prompt)[-(self.n_ctx - max_tokens - 1):]
+        logits, reused = self.prefill(prompt)
+        out: list[int] = []
+        text = ""
+        stop_reason = "max_tokens"
+        ttft = 0.0
+        for step in range(max_tokens):
+            tok = int(np.argmax(logits))
+            if step == 0:
+                ttft = (time.perf_counter() - t0) * 1000
+            if self.is_eog(tok):
+                stop_reason = "eog"
+                break
+            out.append(tok)
+            new_text = self.detokenize(out)
+            hit = _first_stop(new_text, stop)
+            if hit is not None:
+                new_text = new_text[:hit]
+                stop_reason = "stop"
+            if on_text and new_text != text and not new_text.endswith("\ufffd"):
+                on_text(new_text)
+            text = new_text
+            if stop_reason == "stop":
+                break
+            if cancel is not None and cancel.is_set():
+                stop_reason = "cancelled"
+                break
+            if budget_s is not None and time.perf_counter() - t0 > budget_s:
+                stop_reason = "budget"
+                break
+            if step + 1 == max_tokens or len(self.cached) + 1 >= self.n_ctx:
+                break
+            (logits,) = self.eval([tok], want_rows=[0])
+        return GenerationResult(
+            text=text, tokens=out, stop_reason=stop_reason, n_prompt=len(prompt), n_reused=reused,
+            ttft_ms=ttft, total_ms=(time.perf_counter() - t0) * 1000, decode_steps=len(out),
+        )
+
+
+def _first_stop(text: str, stops: Sequence[str]) -> int | None:
+    hits = [i for s in stops if s and (i := text.find(s)) >= 0]
+    return min(hits) if hits else None

@@ -1,0 +1,76 @@
+"""KV prefix reuse is exact: reused state gives the logits and output of a fresh evaluation."""
+
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from speculative import Engine
+
+CODE = (Path(__file__).parents[1] / "speculative" / "engine.py").read_text()
+
+
+def test_reused_prefix_gives_same_logits_as_fresh_eval(engine, model_path):
+    tokens = engine.tokenize(CODE)[:300]
+    engine.reset()
+    engine.prefill(tokens[:250])
+    logits_reused, reused = engine.prefill(tokens)
+    assert reused == 250
+    fresh = Engine(model_path, n_ctx=2048)
+    try:
+        logits_fresh, reused_fresh = fresh.prefill(tokens)
+        assert reused_fresh == 0
+        np.testing.assert_allclose(logits_reused, logits_fresh, atol=1e-3, rtol=0)
+        assert int(np.argmax(logits_reused)) == int(np.argmax(logits_fresh))
+    finally:
+        fresh.close()
+
+
+def test_greedy_output_same_after_reuse(engine):
+    tokens = engine.tokenize(CODE)[:200]
+    engine.reset()
+    cold = engine.generate(tokens, max_tokens=24)
+    engine.generate(tokens[:150] + engine.tokenize(" unrelated text"), max_tokens=4)
+    warm = engine.generate(tokens, max_tokens=24)
+    assert warm.n_reused >= 150
+    assert warm.tokens == cold.tokens
+
+
+def test_divergent_prompt_rolls_back_cache(engine):
+    a = engine.tokenize("def add(a, b):\n    return a + b\n")
+    b = engine.tokenize("def sub(a, b):\n    return a - b\n")
+    engine.generate(a, max_tokens=2)
+    result = engine.generate(b, max_tokens=2)
+    common = next(i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y)
+    assert result.n_reused == common
+    assert engine.cached[: len(b)] == b
+
+
+def test_max_tokens_and_stop_strings(engine):
+    prompt = engine.tokenize("for i in range(10):\n    print(i)\n" * 3)
+    r = engine.generate(prompt, max_tokens=5)
+    assert len(r.tokens) == 5 and r.stop_reason == "max_tokens"
+    r = engine.generate(prompt, max_tokens=40, stop=["\n"])
+    assert "\n" not in r.text and r.stop_reason == "stop"
+
+
+def test_cancel_flag_stops_generation(engine):
+    cancel = threading.Event()
+    seen = []
+
+    def on_text(text):
+        seen.append(text)
+        if len(seen) == 3:
+            cancel.set()
+
+    prompt = engine.tokenize("x = [\n" + "    1,\n" * 20)
+    r = engine.generate(prompt, max_tokens=60, cancel=cancel, on_text=on_text)
+    assert r.stop_reason == "cancelled"
+    assert len(r.tokens) <= 4
+
+
+def test_prompt_longer_than_context_keeps_its_end(engine):
+    prompt = engine.tokenize("a = 1\n" * 2000)
+    assert len(prompt) > engine.n_ctx
+    r = engine.generate(prompt, max_tokens=4)
+    assert r.n_prompt == engine.n_ctx - 5
