@@ -55,6 +55,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(args.model, args.file)
 
 
+def cmd_bench_ttft(args: argparse.Namespace) -> int:
+    from speculative.bench_ttft import main as bench
+
+    return bench(args.model, args.source, args.tokens, args.repeat, args.json)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="specfill", description="Inline code completion from local GGUF models.")
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -70,5 +76,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model")
     p.add_argument("--file", default=str(Path(__file__).parent / "sample.py"))
     p.set_defaults(func=cmd_demo)
+    p = sub.add_parser("bench-ttft", help="cold prefill vs warm TTFT after one keystroke")
+    p.add_argument("--model")
+    p.add_argument("--source", default=str(Path(__file__).parents[1] / "speculative" / "engine.py"))
+    p.add_argument("--tokens", type=int, default=1000)
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--json")
+    p.set_defaults(func=cmd_bench_ttft)
     args = parser.parse_args(argv)
     return args.func(args)

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import ctypes
 import functools
+from pathlib import Path
 
 import llama_cpp
 
 
 @functools.cache
 def build_info() -> dict[str, object]:
-    info = llama_cpp.llama_print_system_info().decode(errors="replace")
-    llamafile = "LLAMAFILE = 1" in info
+    # ggml's CPU backend says itself whether the llamafile sgemm kernels were compiled in;
+    # llama_print_system_info no longer lists it.
+    cpu = ctypes.CDLL(str(Path(llama_cpp.__file__).parent / "lib" / "libggml-cpu.so"))
+    llamafile = bool(cpu.ggml_cpu_has_llamafile())
     return {
         "llama_cpp_python": llama_cpp.__version__,
         "llamafile_sgemm": llamafile,
