@@ -206,6 +206,7 @@ class Engine:
     ) -> GenerationResult:
         """Greedy decoding from `prompt`; checks `cancel` and the budget before every step."""
         t0 = time.perf_counter()
+        max_tokens = max(1, min(max_tokens, self.n_ctx // 2))  # room for the prompt
         prompt = list(prompt)[-(self.n_ctx - max_tokens - 1):]
         logits, reused = self.prefill(prompt)
         out: list[int] = []
