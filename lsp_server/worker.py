@@ -6,8 +6,11 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from lsp_server.settings import Settings
-from prompts import build_prompt, detect_family
+from prompts import PromptError, build_prompt, family_for, prompt_tokens
 from speculative import Engine, GenerationResult, resolve_model_path
+from speculative.build_info import build_info
+from speculative.cost_model import CostModel, load_cost_model
+from speculative.drafters import Auto, PromptLookup
 
 
 class ModelWorker:
@@ -17,6 +20,8 @@ class ModelWorker:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="specfill-model")
         self._cancel = threading.Event()
         self.engine: Engine | None = None
+        self.costs: CostModel | None = None
+        self.drafter: Auto | None = None
         self.family = "prefix-only"
         self.error: str | None = None
 
@@ -32,10 +37,12 @@ class ModelWorker:
         try:
             path = resolve_model_path(settings.model.path or None)
             engine = Engine(path, n_ctx=settings.model.n_ctx, n_threads=settings.model.threads or None)
+            self.costs = load_cost_model(engine, engine.n_threads, build_info()["build"])
         except Exception as exc:
             self.error = str(exc)
             raise
-        self.family = detect_family(lambda t: engine.special_token(t) is not None)
+        self.family = family_for(engine)
+        self.drafter = Auto(PromptLookup(), None)
         self.engine = engine
         return str(path)
 
@@ -49,13 +56,18 @@ class ModelWorker:
                   cancel: threading.Event) -> GenerationResult | None:
         if cancel.is_set() or self.engine is None:
             return None
+        engine = self.engine
+        max_tokens = max(1, min(settings.completion.max_tokens, engine.n_ctx // 2))
         parts = build_prompt(self.family, prefix, suffix, path)
-        tokens = self.engine.tokenize(parts.text)
-        if not tokens:
+        try:
+            tokens = prompt_tokens(engine, parts, engine.n_ctx - max_tokens - 1)
+        except PromptError:
             return None
         stop = parts.stop + (("\n",) if suffix.split("\n", 1)[0].strip() else ())
-        return self.engine.generate(tokens, max_tokens=settings.completion.max_tokens, stop=stop,
-                                    budget_s=settings.completion.budget_ms / 1000, cancel=cancel)
+        suffix_ids = engine.tokenize(suffix[:4000], parse_special=False)  # text worth copying from
+        return engine.generate(tokens, max_tokens=max_tokens, stop=stop,
+                               budget_s=settings.completion.budget_ms / 1000, cancel=cancel,
+                               drafter=self.drafter, costs=self.costs, extra_sources=[suffix_ids])
 
     def shutdown(self) -> None:
         self._cancel.set()

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import ctypes
 import os
-import threading
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 
 import llama_cpp
 import numpy as np
 
+from speculative.decode import GenerationResult, generate
 from speculative.model_file import ModelError, check_gguf
 
 SEQ = 0
@@ -32,24 +30,6 @@ def _quiet_log(level, text, user_data):
 
 llama_cpp.llama_log_set(_quiet_log, ctypes.c_void_p(0))
 llama_cpp.llama_backend_init()
-
-
-@dataclass
-class GenerationResult:
-    text: str
-    tokens: list[int]
-    stop_reason: str  # "eog" | "stop" | "max_tokens" | "budget" | "cancelled"
-    n_prompt: int
-    n_reused: int
-    ttft_ms: float
-    total_ms: float
-    decode_steps: int
-    extra: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def tok_s(self) -> float:
-        decode_s = (self.total_ms - self.ttft_ms) / 1000
-        return (len(self.tokens) - 1) / decode_s if decode_s > 0 and len(self.tokens) > 1 else 0.0
 
 
 class Engine:
@@ -85,6 +65,7 @@ class Engine:
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(self._vocab)
         self.n_ctx = llama_cpp.llama_n_ctx(self._ctx)
         self.n_batch = n_batch
+        self.n_threads = threads
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
         self.cached: list[int] = []  # tokens whose K/V sit in sequence 0, in order
         self.decode_steps = 0  # llama_decode calls, ever: lets tests see work stop
@@ -130,6 +111,29 @@ class Engine:
         ids = self.tokenize(text, parse_special=True)
         # Special iff it is one token when parsed as special and several when spelled out.
         return ids[0] if len(ids) == 1 and len(self.tokenize(text, parse_special=False)) > 1 else None
+
+    def special_ids(self) -> dict[str, int]:
+        """Ids of the vocabulary's named special tokens (bos, eos, eot, fim_*), where set."""
+        v, lc = self._vocab, llama_cpp
+        named = {"bos": lc.llama_vocab_bos(v), "eos": lc.llama_vocab_eos(v), "eot": lc.llama_vocab_eot(v),
+                 "fim_pre": lc.llama_vocab_fim_pre(v), "fim_suf": lc.llama_vocab_fim_suf(v),
+                 "fim_mid": lc.llama_vocab_fim_mid(v)}
+        return {k: int(t) for k, t in named.items() if 0 <= t < self.n_vocab}
+
+    def token_text(self, token: int) -> str:
+        """A token's text as the vocabulary spells it (special tokens included)."""
+        return llama_cpp.llama_vocab_get_text(self._vocab, token).decode("utf-8", errors="replace")
+
+    def prompt_special_id(self, text: str) -> int | None:
+        """The id of a prompt's special token: by exact text, else a FIM token of that text
+        (CodeLlama's vocabulary spells `<PRE>` as `▁<PRE>`)."""
+        tid = self.special_token(text)
+        if tid is not None:
+            return tid
+        for name, t in self.special_ids().items():
+            if name.startswith("fim_") and self.token_text(t).replace("▁", " ").strip() == text:
+                return t
+        return None
 
     def metadata(self, key: str) -> str | None:
         buf = ctypes.create_string_buffer(256)
@@ -195,57 +199,6 @@ class Engine:
         return logits, common
 
     # -- generation ---------------------------------------------------------------
-    def generate(
-        self,
-        prompt: Sequence[int],
-        max_tokens: int = 64,
-        stop: Sequence[str] = (),
-        budget_s: float | None = None,
-        cancel: threading.Event | None = None,
-        on_text: Callable[[str], None] | None = None,
-    ) -> GenerationResult:
-        """Greedy decoding from `prompt`; checks `cancel` and the budget before every step."""
-        t0 = time.perf_counter()
-        max_tokens = max(1, min(max_tokens, self.n_ctx // 2))  # room for the prompt
-        prompt = list(prompt)[-(self.n_ctx - max_tokens - 1):]
-        logits, reused = self.prefill(prompt)
-        out: list[int] = []
-        text = ""
-        stop_reason = "max_tokens"
-        ttft = 0.0
-        for step in range(max_tokens):
-            tok = int(np.argmax(logits))
-            if step == 0:
-                ttft = (time.perf_counter() - t0) * 1000
-            if self.is_eog(tok):
-                stop_reason = "eog"
-                break
-            out.append(tok)
-            new_text = self.detokenize(out)
-            hit = _first_stop(new_text, stop)
-            if hit is not None:
-                new_text = new_text[:hit]
-                stop_reason = "stop"
-            if on_text and new_text != text and not new_text.endswith("\ufffd"):
-                on_text(new_text)
-            text = new_text
-            if stop_reason == "stop":
-                break
-            if cancel is not None and cancel.is_set():
-                stop_reason = "cancelled"
-                break
-            if budget_s is not None and time.perf_counter() - t0 > budget_s:
-                stop_reason = "budget"
-                break
-            if step + 1 == max_tokens or len(self.cached) + 1 >= self.n_ctx:
-                break
-            (logits,) = self.eval([tok], want_rows=[0])
-        return GenerationResult(
-            text=text, tokens=out, stop_reason=stop_reason, n_prompt=len(prompt), n_reused=reused,
-            ttft_ms=ttft, total_ms=(time.perf_counter() - t0) * 1000, decode_steps=len(out),
-        )
-
-
-def _first_stop(text: str, stops: Sequence[str]) -> int | None:
-    hits = [i for s in stops if s and (i := text.find(s)) >= 0]
-    return min(hits) if hits else None
+    def generate(self, prompt: Sequence[int], **kwargs) -> GenerationResult:
+        """Generate from `prompt`; see speculative.decode.generate for the options."""
+        return generate(self, prompt, **kwargs)

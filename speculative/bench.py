@@ -1,0 +1,206 @@
+"""`specfill bench`: every decoding mode on every workload case, side by side, in one process.
+
+Modes: plain (greedy, one token a step), lookup (prompt lookup), draft (a draft model), auto
+(lookup, then the draft model), anchor (llama-cpp-python's LlamaPromptLookupDecoding).
+Every mode of a case starts from the same warm KV cache, so TTFT compares like with like;
+anchor has its own context and runs after the others (its logits buffer would otherwise
+count in their peak RSS). `speedup` is decode tok/s over plain's in the same run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from prompts import build_prompt, family_for, prompt_tokens
+from speculative.build_info import build_info
+from speculative.cost_model import load_cost_model
+from speculative.drafters import Auto, DraftModel, PromptLookup
+from speculative.engine import Engine
+from speculative.memory import peak_rss_mb, reset_peak
+from speculative.model_file import resolve_model_path
+from speculative.workload import load_workload
+
+MODES = ("plain", "anchor", "lookup", "draft", "auto")
+GAP_TIE = 0.5  # a top-2 logit gap below this is a rounding near-tie, not a real divergence
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    pos = q * (len(ordered) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+@dataclass
+class ModeStats:
+    texts: list[str] = field(default_factory=list)
+    tokens: list[list[int]] = field(default_factory=list)
+    ttft: list[float] = field(default_factory=list)
+    latency: list[float] = field(default_factory=list)
+    decode_tokens: int = 0
+    decode_ms: float = 0.0
+    drafted: int = 0
+    accepted: int = 0
+    spec_steps: int = 0
+    peak_rss: float = 0.0
+
+    def add(self, text: str, tokens: list[int], ttft: float, total: float) -> None:
+        self.texts.append(text)
+        self.tokens.append(tokens)
+        self.ttft.append(ttft)
+        self.latency.append(total)
+        self.decode_tokens += max(0, len(tokens) - 1)
+        self.decode_ms += total - ttft
+        self.peak_rss = max(self.peak_rss, peak_rss_mb())
+
+
+def _progress(done: int, total: int, label: str) -> None:
+    width = 30
+    filled = width * done // max(1, total)
+    sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {label:<24}")
+    sys.stderr.flush()
+
+
+def first_difference(a: list[int], b: list[int]) -> int:
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return i
+    return min(len(a), len(b))
+
+
+def run(workload: str, model: str | None, draft_model: str | None, modes: list[str], max_tokens: int,
+        prompt_budget: int, n_ctx: int, threads: int) -> dict:
+    cases = load_workload(workload)
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        raise ValueError(f"unknown mode(s) {', '.join(unknown)}; choose from {', '.join(MODES)}")
+    if "plain" not in modes:
+        modes = ["plain", *modes]  # the baseline of speedup and identical
+    path = resolve_model_path(model)
+    engine = Engine(path, n_ctx=n_ctx, n_threads=threads)
+    build = build_info()
+    costs = load_cost_model(engine, threads, build["build"])
+    family = family_for(engine)
+    drafter_model = None
+    if "draft" in modes or (draft_model and "auto" in modes):
+        dpath = resolve_model_path(draft_model) if draft_model else path
+        dengine = Engine(dpath, n_ctx=n_ctx, n_threads=threads)
+        drafter_model = DraftModel(dengine, engine, load_cost_model(dengine, threads, build["build"]))
+    drafters = {"plain": None, "lookup": PromptLookup(), "draft": drafter_model,
+                "auto": Auto(PromptLookup(), drafter_model if draft_model else None)}
+    ours = [m for m in modes if m != "anchor"]
+    stats = {m: ModeStats() for m in modes}
+    gaps: list[list[float]] = []
+    prompts: list[tuple[list[int], tuple[str, ...]]] = []
+    total_runs = len(cases) * len(modes)
+    done = 0
+    for case in cases:
+        parts = build_prompt(family, case["prefix"], case["suffix"], case["path"])
+        ids = prompt_tokens(engine, parts, prompt_budget)
+        extra = [engine.tokenize(case["suffix"][:4000], parse_special=False)]
+        prompts.append((ids, parts.stop))
+        engine.prefill(ids)  # untimed: every mode starts from the same warm cache
+        for mode in ours:
+            reset_peak()
+            r = engine.generate(ids, max_tokens=max_tokens, stop=parts.stop, drafter=drafters[mode],
+                                costs=costs, extra_sources=extra, trace=(mode == "plain"))
+            s = stats[mode]
+            s.add(r.text, r.tokens, r.ttft_ms, r.total_ms)
+            s.drafted += r.drafted
+            s.accepted += r.accepted
+            s.spec_steps += r.spec_steps
+            if mode == "plain":
+                gaps.append([t["gap"] for t in r.trace])
+            done += 1
+            _progress(done, total_runs, f"{case['id']} {mode}")
+    if "anchor" in modes:
+        anchor_engine = None
+        try:
+            from speculative.anchor import Anchor
+
+            reset_peak()
+            anchor_engine = Anchor(path, n_ctx, threads)
+            for ids, stop in prompts:
+                anchor_engine.warm(ids)
+                text, ttft, total, _ = anchor_engine.generate(ids, max_tokens, stop)
+                stats["anchor"].add(text, engine.tokenize(text, parse_special=False), ttft, total)
+                done += 1
+                _progress(done, total_runs, "anchor")
+        finally:
+            if anchor_engine is not None:
+                anchor_engine.close()
+    sys.stderr.write("\n")
+    plain = stats["plain"]
+    plain_rate = plain.decode_tokens / plain.decode_ms * 1000 if plain.decode_ms else 0.0
+    report_modes = {}
+    for mode in modes:
+        s = stats[mode]
+        rate = s.decode_tokens / s.decode_ms * 1000 if s.decode_ms else 0.0
+        identical = sum(a == b for a, b in zip(s.texts, plain.texts, strict=True)) / max(1, len(cases))
+        unexplained = 0
+        for i, (text, toks) in enumerate(zip(s.texts, s.tokens, strict=True)):
+            if text != plain.texts[i]:
+                j = first_difference(toks, plain.tokens[i])
+                case_gaps = gaps[i]
+                if case_gaps and case_gaps[min(j, len(case_gaps) - 1)] >= GAP_TIE:
+                    unexplained += 1
+        report_modes[mode] = {
+            "speedup": rate / plain_rate if plain_rate else 0.0,
+            "decode_tok_s": rate,
+            "accepted_per_step": s.accepted / s.spec_steps if s.spec_steps else 0.0,
+            "acceptance_rate": s.accepted / s.drafted if s.drafted else 0.0,
+            "drafted": s.drafted,
+            "identical": identical,
+            "divergences_unexplained": unexplained,
+            "ttft_ms": {"p50": pct(s.ttft, 0.5), "p95": pct(s.ttft, 0.95)},
+            "latency_ms": {"p50": pct(s.latency, 0.5), "p95": pct(s.latency, 0.95), "p99": pct(s.latency, 0.99)},
+            "peak_rss_mb": s.peak_rss,
+        }
+    report = {
+        "model": path.name, "draft_model": (Path(draft_model).name if draft_model else
+                                            (path.name if drafter_model else None)),
+        "workload": workload, "n_cases": len(cases), "family": family, "build": build,
+        "threads": threads, "max_tokens": max_tokens, "prompt_tokens": prompt_budget,
+        "verify_ms": {str(k): round(v, 2) for k, v in costs.verify_ms.items()},
+        "model_file_mb": path.stat().st_size / 2**20,
+        "modes": report_modes,
+    }
+    engine.close()
+    if drafter_model is not None:
+        drafter_model.engine.close()
+    return report
+
+
+def print_table(report: dict) -> None:
+    b = report["build"]
+    print(f"model {report['model']} ({report['family']}), {report['n_cases']} cases from {report['workload']}, "
+          f"build {b['build']} (batch-invariant: {b['batch_invariant']}), {report['threads']} threads")
+    head = (f"{'mode':<8}{'speedup':>8}{'tok/s':>8}{'acc/step':>9}{'acc rate':>9}{'ident.':>7}{'unexpl.':>8}"
+            f"{'ttft p50':>9}{'p95':>6}{'lat p50':>8}{'p95':>6}{'p99':>6}{'rss MB':>8}")
+    print(head)
+    for mode, m in report["modes"].items():
+        print(f"{mode:<8}{m['speedup']:>7.2f}x{m['decode_tok_s']:>8.1f}{m['accepted_per_step']:>9.2f}"
+              f"{m['acceptance_rate']:>9.2f}{m['identical']:>7.2f}{m['divergences_unexplained']:>8d}"
+              f"{m['ttft_ms']['p50']:>9.0f}{m['ttft_ms']['p95']:>6.0f}{m['latency_ms']['p50']:>8.0f}"
+              f"{m['latency_ms']['p95']:>6.0f}{m['latency_ms']['p99']:>6.0f}{m['peak_rss_mb']:>8.0f}")
+
+
+def main(workload: str, model: str | None, draft_model: str | None, modes: str, max_tokens: int,
+         prompt_budget: int, n_ctx: int, threads: int, json_out: str | None) -> int:
+    t0 = time.perf_counter()
+    threads = threads or os.cpu_count() or 1
+    report = run(workload, model, draft_model, [m.strip() for m in modes.split(",") if m.strip()],
+                 max_tokens, prompt_budget, n_ctx, threads)
+    report["wall_s"] = time.perf_counter() - t0
+    print_table(report)
+    if json_out:
+        Path(json_out).write_text(json.dumps(report, indent=2))
+    return 0

@@ -1,0 +1,110 @@
+"""How many drafted tokens to verify: measured verify costs against expected acceptance.
+
+Verifying [last, d1..dk] costs verify_ms(k+1) (k+1 logits rows); plain decoding costs
+verify_ms(1) a token. With per-token acceptance p the step yields 1 + p + p^2 + .. + p^k
+tokens (the target always adds one of its own). The chosen k maximises tokens per ms;
+k = 0 is plain decoding, so speculation is only chosen when it is expected to win.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+PROFILE_KS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32)
+MAX_VERIFY = PROFILE_KS[-1]
+
+
+@dataclass
+class CostModel:
+    verify_ms: dict[int, float]  # batch size (rows with logits) -> ms, measured
+    margin: float = 1.03  # a draft must beat plain by this factor: noise and Python overhead
+
+    def cost(self, n: int) -> float:
+        """Verify cost of n rows, interpolated between measured sizes."""
+        ks = sorted(self.verify_ms)
+        if n <= ks[0]:
+            return self.verify_ms[ks[0]] * n / ks[0]
+        for lo, hi in zip(ks, ks[1:], strict=False):
+            if n <= hi:
+                w = (n - lo) / (hi - lo)
+                return self.verify_ms[lo] * (1 - w) + self.verify_ms[hi] * w
+        top = ks[-1]
+        return self.verify_ms[top] * n / top
+
+    def choose(self, ps: Sequence[float], draft_ms_per_token: float = 0.0) -> int:
+        """Draft length in 0..len(ps) with the most expected tokens per ms; 0 = do not draft.
+
+        ps[i] is the chance that draft token i+1 is accepted given that those before it were:
+        the step then yields 1 + ps[0] + ps[0]*ps[1] + ... tokens.
+        """
+        best_k, best_rate = 0, self.margin / self.cost(1)
+        expected, run = 1.0, 1.0
+        for k, p in enumerate(ps[: MAX_VERIFY - 1], 1):
+            run *= p
+            expected += run
+            rate = expected / (self.cost(k + 1) + k * draft_ms_per_token)
+            if rate > best_rate:
+                best_k, best_rate = k, rate
+        return best_k
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("SPECFILL_CACHE_DIR") or Path.home() / ".cache" / "specfill")
+
+
+def _cache_key(model_path: Path, threads: int, build: str) -> str:
+    st = model_path.stat()
+    raw = f"{model_path.resolve()}|{st.st_size}|{st.st_mtime_ns}|threads={threads}|{build}"
+    return hashlib.sha256(raw.encode()).hexdigest()[:24]
+
+
+def profile_verify_costs(engine, reps: int = 3, depth: int = 256) -> dict[int, float]:
+    """Median ms to evaluate k tokens with a logits row each, after `depth` tokens of context."""
+    seed = engine.tokenize("def f(x):\n    return x + 1\n\n" * 64)[:depth]
+    engine.reset()
+    engine.eval(seed)
+    filler = seed[: MAX_VERIFY]
+    costs: dict[int, float] = {}
+    engine.eval(filler[:4], want_rows=range(4))  # warm-up
+    engine.truncate(len(seed))
+    for k in PROFILE_KS:
+        times = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            engine.eval(filler[:k], want_rows=range(k))
+            times.append((time.perf_counter() - t0) * 1000)
+            engine.truncate(len(seed))
+        costs[k] = statistics.median(times)
+    engine.reset()
+    return costs
+
+
+def load_cost_model(engine, threads: int, build: str, refresh: bool = False) -> CostModel:
+    """The cost table for this model file, thread count and build: cached, else profiled."""
+    path = cache_dir() / "verify_costs.json"
+    key = _cache_key(engine.path, threads, build)
+    table: dict = {}
+    try:
+        table = json.loads(path.read_text())
+    except (OSError, ValueError):
+        table = {}
+    entry = table.get(key)
+    if entry and not refresh:
+        return CostModel({int(k): float(v) for k, v in entry["verify_ms"].items()})
+    costs = profile_verify_costs(engine)
+    table[key] = {"model": str(engine.path), "threads": threads, "build": build, "verify_ms": costs}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(table, indent=1))
+        tmp.replace(path)
+    except OSError:
+        pass  # a read-only or full cache dir costs a re-profile next load, nothing else
+    return CostModel(costs)

@@ -1,0 +1,229 @@
+"""Drafters propose tokens for the target to verify: prompt lookup, a draft model, or both.
+
+Each drafter asks the cost model how many tokens are worth verifying, given its running
+acceptance for drafts of this kind; it proposes nothing when no draft is expected to pay.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from speculative.cost_model import MAX_VERIFY, CostModel
+from speculative.model_file import ModelError
+
+MAX_NGRAM = 32  # match lengths counted up to this
+
+
+@dataclass
+class Draft:
+    tokens: list[int]
+    bucket: str  # which acceptance estimate it was chosen with
+    p: float
+
+
+@dataclass
+class Acceptance:
+    """Per-bucket running estimate of the per-token acceptance rate (geometric model).
+
+    A step that verified k drafted tokens and accepted a of them adds a successes and,
+    when a < k, one failure: the maximum-likelihood p of a geometric run length.
+    """
+
+    priors: dict[str, float]
+    weight: float = 3.0
+    wins: dict[str, float] = field(default_factory=dict)
+    losses: dict[str, float] = field(default_factory=dict)
+    proposed: int = 0
+    accepted: int = 0
+    steps: int = 0
+
+    def p(self, bucket: str) -> float:
+        prior = self.priors.get(bucket, 0.2)
+        w = self.wins.get(bucket, 0.0) + prior * self.weight
+        lo = self.losses.get(bucket, 0.0) + (1 - prior) * self.weight
+        return w / (w + lo)
+
+    def update(self, bucket: str, proposed: int, accepted: int) -> None:
+        self.wins[bucket] = self.wins.get(bucket, 0.0) + accepted
+        self.losses[bucket] = self.losses.get(bucket, 0.0) + (1 if accepted < proposed else 0)
+        self.proposed += proposed
+        self.accepted += accepted
+        self.steps += 1
+
+
+def longest_match(hay: np.ndarray, tail: np.ndarray, max_n: int = MAX_NGRAM) -> tuple[int, int]:
+    """Where the longest suffix of `tail` (up to max_n tokens) last occurs in `hay` with at
+    least one token after it: (index of the token after the match, match length), or (-1, 0).
+    Latest occurrence wins among equally long matches."""
+    if len(tail) == 0 or len(hay) < 2:
+        return -1, 0
+    cand = np.flatnonzero(hay[:-1] == tail[-1])
+    if cand.size == 0:
+        return -1, 0
+    length = np.ones(cand.size, dtype=np.int32)
+    alive = np.ones(cand.size, dtype=bool)
+    for back in range(1, min(max_n, len(tail))):
+        idx = cand - back
+        ok = alive & (idx >= 0)
+        ok[ok] = hay[idx[ok]] == tail[-1 - back]
+        alive = ok
+        if not alive.any():
+            break
+        length += alive
+    best = int(length.max())
+    j = int(np.flatnonzero(length == best)[-1])
+    return int(cand[j]) + 1, best
+
+
+class PromptLookup:
+    """N-gram lookup over the text so far, the suffix, other documents and recent completions.
+
+    Its acceptance is scored on every emitted token, drafted or not: the continuation it
+    would have proposed is compared with what the target then produced, per match length.
+    So the estimate for every match length keeps learning even while nothing is drafted,
+    and a draft's i-th token is judged at the match length it will have by then (n + i).
+    """
+
+    name = "lookup"
+    BUCKETS = (1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32)  # match length -> bucket (lower bound)
+    PRIORS = {1: 0.1, 2: 0.2, 3: 0.3, 4: 0.4, 5: 0.45, 6: 0.5, 8: 0.55, 12: 0.6, 16: 0.65, 24: 0.7, 32: 0.75}
+
+    def __init__(self, max_recent: int = 16) -> None:
+        self.acceptance = Acceptance({f"n{b}": p for b, p in self.PRIORS.items()})
+        self.sources: list[np.ndarray] = []
+        self.recent: deque[np.ndarray] = deque(maxlen=max_recent)
+        self._last: tuple[int, np.ndarray, int] | None = None  # (len(seq), continuation, match length)
+
+    def begin(self, extra: Sequence[Sequence[int]] = ()) -> None:
+        """Start a request; `extra` holds token lists worth copying from (suffix, other files)."""
+        self.sources = [np.asarray(s, dtype=np.int32) for s in extra if len(s) > 1]
+        self._last = None
+
+    def end(self, completion: Sequence[int]) -> None:
+        if len(completion) > 1:
+            self.recent.append(np.asarray(completion, dtype=np.int32))
+        self._last = None
+
+    def _bucket(self, n: int) -> str:
+        return f"n{self.BUCKETS[bisect.bisect_right(self.BUCKETS, n) - 1]}"
+
+    def find(self, seq: np.ndarray) -> tuple[np.ndarray, int]:
+        """The continuation after the best match of the tail of `seq`, and the match length."""
+        tail = seq[-MAX_NGRAM:]
+        best_cont, best_n = np.empty(0, dtype=np.int32), 0
+        for hay in (seq, *self.sources, *reversed(self.recent)):
+            at, n = longest_match(hay, tail)
+            if n > best_n:  # ties keep the earlier source: the text itself first
+                best_cont, best_n = hay[at:at + MAX_VERIFY - 1], n
+        return best_cont, best_n
+
+    def _score_last(self, seq: np.ndarray) -> None:
+        """Score the previous continuation against the tokens emitted since."""
+        if self._last is None:
+            return
+        start, cont, n = self._last
+        for i, tok in enumerate(seq[start:start + cont.size]):
+            hit = int(cont[i]) == int(tok)
+            self.acceptance.update(self._bucket(n + i), 1, int(hit))
+            if not hit:
+                break
+        self._last = None
+
+    def propose(self, seq: np.ndarray, k_cap: int, costs: CostModel) -> Draft | None:
+        self._score_last(seq)
+        cont, n = self.find(seq)
+        if n == 0 or cont.size == 0:
+            return None
+        self._last = (len(seq), cont, n)
+        ps = [self.acceptance.p(self._bucket(n + i)) for i in range(min(k_cap, cont.size))]
+        k = costs.choose(ps)
+        return Draft([int(t) for t in cont[:k]], self._bucket(n), ps[0]) if k else None
+
+    def feedback(self, draft: Draft, accepted: int) -> None:
+        pass  # scored token by token in _score_last, drafted or not
+
+
+def check_same_vocab(target, draft) -> None:
+    """A draft model must share the target's vocabulary token for token; else a clear error."""
+    problems = []
+    if target.n_vocab != draft.n_vocab:
+        problems.append(f"{draft.n_vocab} tokens vs the target's {target.n_vocab}")
+    else:
+        for name in ("bos", "eos", "eot"):
+            a, b = target.special_ids().get(name), draft.special_ids().get(name)
+            if a != b:
+                problems.append(f"{name} token {b} vs the target's {a}")
+        step = max(1, target.n_vocab // 2000)
+        ids = list(range(0, min(512, target.n_vocab))) + list(range(0, target.n_vocab, step))
+        bad = [i for i in ids if target.token_bytes(i) != draft.token_bytes(i)]
+        if bad:
+            problems.append(f"{len(bad)} of {len(ids)} sampled tokens spelled differently (e.g. id {bad[0]})")
+    if problems:
+        raise ModelError(f"draft model {draft.path} has another vocabulary than {target.path.name}: "
+                         + "; ".join(problems))
+
+
+class DraftModel:
+    """A second, smaller GGUF drafting greedily in its own context, with KV prefix reuse."""
+
+    name = "draft"
+
+    def __init__(self, engine, target, draft_costs: CostModel) -> None:
+        check_same_vocab(target, engine)
+        self.engine = engine
+        self.acceptance = Acceptance({"model": 0.5})
+        self.ms_per_token = draft_costs.cost(1)  # refined as drafts are timed
+
+    def begin(self, extra: Sequence[Sequence[int]] = ()) -> None:
+        pass
+
+    def end(self, completion: Sequence[int]) -> None:
+        pass
+
+    def propose(self, seq: np.ndarray, k_cap: int, costs: CostModel) -> Draft | None:
+        p = self.acceptance.p("model")
+        k = costs.choose([p] * k_cap, self.ms_per_token)
+        if k == 0 or len(seq) + k >= self.engine.n_ctx:
+            return None
+        t0 = time.perf_counter()
+        logits, _ = self.engine.prefill(seq.tolist())
+        out = [int(np.argmax(logits))]
+        while len(out) < k:
+            (logits,) = self.engine.eval([out[-1]], want_rows=[0])
+            out.append(int(np.argmax(logits)))
+        ms = (time.perf_counter() - t0) * 1000 / k
+        self.ms_per_token = 0.8 * self.ms_per_token + 0.2 * ms
+        return Draft(out, "model", p)
+
+    def feedback(self, draft: Draft, accepted: int) -> None:
+        self.acceptance.update(draft.bucket, len(draft.tokens), accepted)
+
+
+class Auto:
+    """Prompt lookup first; the draft model only when lookup has nothing worth verifying."""
+
+    name = "auto"
+
+    def __init__(self, lookup: PromptLookup, model: DraftModel | None) -> None:
+        self.lookup, self.model = lookup, model
+
+    def begin(self, extra: Sequence[Sequence[int]] = ()) -> None:
+        self.lookup.begin(extra)
+
+    def end(self, completion: Sequence[int]) -> None:
+        self.lookup.end(completion)
+
+    def propose(self, seq: np.ndarray, k_cap: int, costs: CostModel) -> Draft | None:
+        for drafter in (self.lookup, self.model):
+            if drafter is not None and (draft := drafter.propose(seq, k_cap, costs)) is not None:
+                return draft
+        return None
+
+    def feedback(self, draft: Draft, accepted: int) -> None:
+        (self.model if draft.bucket == "model" else self.lookup).feedback(draft, accepted)

@@ -1,0 +1,138 @@
+"""`specfill workload`: completion cases cut from real files, one JSON object a line.
+
+kinds: `fim` a random line is the middle; `edit` a line with a near-twin among the 60 lines
+above (repetitive code); `copy` a line of 20+ characters that stands verbatim within the
+200 lines above (boilerplate). The cursor always sits after the line's indentation.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+CODE_SUFFIXES = {".py", ".js", ".ts", ".go", ".rs", ".c", ".h", ".cc", ".cpp", ".java", ".lua", ".rb", ".sh"}
+MAX_FILE_BYTES = 512_000
+KINDS = ("fim", "edit", "copy")
+
+
+def source_files(root: Path) -> list[Path]:
+    """Code files under root, sorted, skipping huge, binary and non-UTF-8 ones."""
+    files = []
+    for path in sorted(root.rglob("*")):
+        if path.suffix not in CODE_SUFFIXES or not path.is_file() or path.is_symlink():
+            continue
+        if path.stat().st_size > MAX_FILE_BYTES:
+            continue
+        files.append(path)
+    return files
+
+
+def _read(path: Path) -> str | None:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if b"\0" in data:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _near_twin(line: str, above: list[str]) -> bool:
+    s = line.strip()
+    for other in above:
+        o = other.strip()
+        if o and o != s and abs(len(o) - len(s)) <= len(s) // 2:
+            if difflib.SequenceMatcher(None, s, o, autojunk=False).ratio() >= 0.7:
+                return True
+    return False
+
+
+def eligible_lines(lines: list[str], kind: str) -> Iterator[int]:
+    """Indexes of lines that make a case of this kind."""
+    for i, line in enumerate(lines):
+        s = line.strip()
+        if kind == "fim":
+            if len(s) >= 4:
+                yield i
+        elif kind == "edit":
+            if len(s) >= 10 and s not in (x.strip() for x in lines[max(0, i - 60):i]) \
+                    and _near_twin(line, lines[max(0, i - 60):i]):
+                yield i
+        elif kind == "copy":
+            if len(s) >= 20 and any(x.strip() == s for x in lines[max(0, i - 200):i]):
+                yield i
+
+
+def make_case(path: Path, text: str, lines: list[str], i: int, kind: str, case_id: str) -> dict:
+    line = lines[i]
+    indent = len(line) - len(line.lstrip(" \t"))
+    start = sum(len(x) + 1 for x in lines[:i])
+    prefix = text[: start + indent]
+    middle = line[indent:]
+    suffix = text[start + len(line):]
+    return {"id": case_id, "path": str(path), "prefix": prefix, "suffix": suffix, "middle": middle, "kind": kind}
+
+
+def build_workload(root: Path, kind: str, n: int, seed: int) -> list[dict]:
+    """n cases of one kind, at most 2 per file, drawn reproducibly with `seed`."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind {kind!r}; one of {', '.join(KINDS)}")
+    rng = random.Random(seed)
+    files = source_files(root)
+    rng.shuffle(files)
+    cases: list[dict] = []
+    for path in files:
+        text = _read(path)
+        if text is None:
+            continue
+        lines = text.split("\n")
+        picks = list(eligible_lines(lines, kind))
+        for i in rng.sample(picks, min(2, len(picks))):
+            cases.append(make_case(path, text, lines, i, kind, f"{kind}-{len(cases):04d}"))
+            if len(cases) == n:
+                return cases
+    return cases
+
+
+def main(root: str, kind: str, n: int, seed: int, out: str | None) -> int:
+    import sys
+
+    cases = build_workload(Path(root), kind, n, seed)
+    if not cases:
+        print(f"specfill: no {kind} cases found under {root}", file=sys.stderr)
+        return 2
+    lines = "".join(json.dumps(c) + "\n" for c in cases)
+    if out:
+        Path(out).write_text(lines)
+        print(f"{len(cases)} {kind} cases -> {out}", file=sys.stderr)
+    else:
+        sys.stdout.write(lines)
+    return 0
+
+
+def load_workload(path: str) -> list[dict]:
+    """Cases from a JSONL file; each needs prefix and suffix (id, middle, path, kind optional)."""
+    cases = []
+    for n, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            case = json.loads(line)
+        except ValueError as exc:
+            raise ValueError(f"{path}:{n}: not JSON: {exc}") from exc
+        if not isinstance(case, dict) or not isinstance(case.get("prefix"), str) \
+                or not isinstance(case.get("suffix", ""), str):
+            raise ValueError(f"{path}:{n}: a case needs string fields prefix and suffix")
+        case.setdefault("id", f"case-{n}")
+        case.setdefault("path", "file.py")
+        case.setdefault("suffix", "")
+        case.setdefault("middle", "")
+        case.setdefault("kind", "")
+        cases.append(case)
+    return cases
