@@ -42,7 +42,8 @@ def fit_prompt(parts: PromptParts, tokenize: Callable[[str], list[int]],
     if total > budget:
         for i, role in enumerate(roles):
             if role == SUFFIX:
-                keep = max(0, min(len(toks[i]), int(budget * suffix_share), len(toks[i]) - (total - budget)))
+                # cut just enough, but never below its share of the budget
+                keep = max(min(len(toks[i]), int(budget * suffix_share)), len(toks[i]) - (total - budget))
                 total -= len(toks[i]) - keep
                 toks[i] = toks[i][:keep]
     if total > budget:

@@ -14,20 +14,40 @@ import os
 import statistics
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 PROFILE_KS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32)
 MAX_VERIFY = PROFILE_KS[-1]
+PROFILE_VERSION = "v2-depth1024"  # part of the cache key: a changed profile is measured anew
 
 
 @dataclass
 class CostModel:
-    verify_ms: dict[int, float]  # batch size (rows with logits) -> ms, measured
+    verify_ms: dict[int, float]  # batch size (rows with logits) -> ms, profiled at load
     margin: float = 1.03  # a draft must beat plain by this factor: noise and Python overhead
+    live_ms: dict[int, float] = field(default_factory=dict)  # running means of real steps
+    live_n: dict[int, int] = field(default_factory=dict)
+
+    def observe(self, n: int, ms: float) -> None:
+        """Learn from a real step: the context depth and the machine's load move the costs."""
+        seen = self.live_n.get(n, 0)
+        if seen:
+            ms = min(ms, 3 * self.live_ms[n])  # one stall must not make drafting look free
+        self.live_ms[n] = ms if not seen else 0.9 * self.live_ms[n] + 0.1 * ms
+        self.live_n[n] = seen + 1
 
     def cost(self, n: int) -> float:
-        """Verify cost of n rows, interpolated between measured sizes."""
+        """Cost of evaluating n rows: the running mean once seen 3 times, else the profile
+        (interpolated), scaled by how far real one-row steps have drifted from it."""
+        if self.live_n.get(n, 0) >= 3:
+            return self.live_ms[n]
+        base = self._profiled(n)
+        if self.live_n.get(1, 0) >= 3:
+            base *= self.live_ms[1] / self._profiled(1)
+        return base
+
+    def _profiled(self, n: int) -> float:
         ks = sorted(self.verify_ms)
         if n <= ks[0]:
             return self.verify_ms[ks[0]] * n / ks[0]
@@ -61,13 +81,15 @@ def cache_dir() -> Path:
 
 def _cache_key(model_path: Path, threads: int, build: str) -> str:
     st = model_path.stat()
-    raw = f"{model_path.resolve()}|{st.st_size}|{st.st_mtime_ns}|threads={threads}|{build}"
+    raw = f"{model_path.resolve()}|{st.st_size}|{st.st_mtime_ns}|threads={threads}|{build}|{PROFILE_VERSION}"
     return hashlib.sha256(raw.encode()).hexdigest()[:24]
 
 
-def profile_verify_costs(engine, reps: int = 3, depth: int = 256) -> dict[int, float]:
-    """Median ms to evaluate k tokens with a logits row each, after `depth` tokens of context."""
-    seed = engine.tokenize("def f(x):\n    return x + 1\n\n" * 64)[:depth]
+def profile_verify_costs(engine, reps: int = 3, depth: int = 1024) -> dict[int, float]:
+    """Median ms to evaluate k tokens with a logits row each, after `depth` tokens of context
+    (attention makes each row dearer as the context grows; 1,024 is a typical prompt)."""
+    depth = min(depth, engine.n_ctx // 2)
+    seed = (engine.tokenize("def f(x):\n    return x + 1\n\n") * (depth // 4 + 1))[:depth]
     engine.reset()
     engine.eval(seed)
     filler = seed[: MAX_VERIFY]

@@ -125,7 +125,10 @@ def generate(engine, prompt: Sequence[int], *, max_tokens: int = 64, stop: Seque
         k_cap = min(max_tokens - len(out.tokens) - 1, room - 1)
         draft = drafter.propose(seq[:n], k_cap, costs) if drafter is not None and k_cap > 0 else None
         proposal = draft.tokens if draft is not None else []
+        t_step = time.perf_counter()
         rows = engine.eval([pending, *proposal], want_rows=range(len(proposal) + 1))
+        if costs is not None:
+            costs.observe(len(proposal) + 1, (time.perf_counter() - t_step) * 1000)
         step = engine.decode_steps - steps0
         accepted = 0
         pending = _pick(rows[0], temperature, rng)

@@ -57,15 +57,16 @@ class Acceptance:
         self.steps += 1
 
 
-def longest_match(hay: np.ndarray, tail: np.ndarray, max_n: int = MAX_NGRAM) -> tuple[int, int]:
+def longest_match(hay: np.ndarray, tail: np.ndarray, max_n: int = MAX_NGRAM) -> tuple[int, int, int]:
     """Where the longest suffix of `tail` (up to max_n tokens) last occurs in `hay` with at
-    least one token after it: (index of the token after the match, match length), or (-1, 0).
-    Latest occurrence wins among equally long matches."""
+    least one token after it: (index of the token after the match, match length, rival),
+    or (-1, 0, 0). Latest occurrence wins among equally long matches. `rival` is the longest
+    match that would continue differently: a long match with no close rival is a safe bet."""
     if len(tail) == 0 or len(hay) < 2:
-        return -1, 0
+        return -1, 0, 0
     cand = np.flatnonzero(hay[:-1] == tail[-1])
     if cand.size == 0:
-        return -1, 0
+        return -1, 0, 0
     length = np.ones(cand.size, dtype=np.int32)
     alive = np.ones(cand.size, dtype=bool)
     for back in range(1, min(max_n, len(tail))):
@@ -78,7 +79,10 @@ def longest_match(hay: np.ndarray, tail: np.ndarray, max_n: int = MAX_NGRAM) -> 
         length += alive
     best = int(length.max())
     j = int(np.flatnonzero(length == best)[-1])
-    return int(cand[j]) + 1, best
+    at = int(cand[j]) + 1
+    differs = hay[cand + 1] != hay[at]
+    rival = int(length[differs].max()) if differs.any() else 0
+    return at, best, rival
 
 
 class PromptLookup:
@@ -91,14 +95,17 @@ class PromptLookup:
     """
 
     name = "lookup"
-    BUCKETS = (1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32)  # match length -> bucket (lower bound)
-    PRIORS = {1: 0.1, 2: 0.2, 3: 0.3, 4: 0.4, 5: 0.45, 6: 0.5, 8: 0.55, 12: 0.6, 16: 0.65, 24: 0.7, 32: 0.75}
+    BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)  # match length -> bucket (lower bound)
+    # Lead over the best rival match that continues differently: measured on real code, a
+    # 2-token match with no lead is accepted 39% of the time, with a lead of 1-2 tokens 75%.
+    LEADS = (0, 1, 3)
+    PRIORS = {1: 0.1, 2: 0.2, 3: 0.3, 4: 0.4, 6: 0.5, 8: 0.55, 12: 0.6, 16: 0.65, 24: 0.7, 32: 0.75}
 
     def __init__(self, max_recent: int = 16) -> None:
-        self.acceptance = Acceptance({f"n{b}": p for b, p in self.PRIORS.items()})
+        self.acceptance = Acceptance({self._bucket(b, lead): p for b, p in self.PRIORS.items() for lead in self.LEADS})
         self.sources: list[np.ndarray] = []
         self.recent: deque[np.ndarray] = deque(maxlen=max_recent)
-        self._last: tuple[int, np.ndarray, int] | None = None  # (len(seq), continuation, match length)
+        self._last: tuple[int, np.ndarray, int, int] | None = None  # (len(seq), continuation, length, lead)
 
     def begin(self, extra: Sequence[Sequence[int]] = ()) -> None:
         """Start a request; `extra` holds token lists worth copying from (suffix, other files)."""
@@ -110,40 +117,51 @@ class PromptLookup:
             self.recent.append(np.asarray(completion, dtype=np.int32))
         self._last = None
 
-    def _bucket(self, n: int) -> str:
-        return f"n{self.BUCKETS[bisect.bisect_right(self.BUCKETS, n) - 1]}"
+    @classmethod
+    def _bucket(cls, n: int, lead: int) -> str:
+        nb = cls.BUCKETS[bisect.bisect_right(cls.BUCKETS, n) - 1]
+        lb = cls.LEADS[bisect.bisect_right(cls.LEADS, lead) - 1]
+        return f"n{nb}+{lb}"
 
-    def find(self, seq: np.ndarray) -> tuple[np.ndarray, int]:
-        """The continuation after the best match of the tail of `seq`, and the match length."""
+    def find(self, seq: np.ndarray) -> tuple[np.ndarray, int, int]:
+        """The continuation after the best match of the tail of `seq`, the match length, and
+        its lead over the longest match (in any source) that continues differently."""
         tail = seq[-MAX_NGRAM:]
-        best_cont, best_n = np.empty(0, dtype=np.int32), 0
+        found = []
         for hay in (seq, *self.sources, *reversed(self.recent)):
-            at, n = longest_match(hay, tail)
-            if n > best_n:  # ties keep the earlier source: the text itself first
-                best_cont, best_n = hay[at:at + MAX_VERIFY - 1], n
-        return best_cont, best_n
+            at, n, rival = longest_match(hay, tail)
+            if n:
+                found.append((hay[at:at + MAX_VERIFY - 1], n, rival))
+        if not found:
+            return np.empty(0, dtype=np.int32), 0, 0
+        best = max(range(len(found)), key=lambda i: (found[i][1], -i))  # ties: the text itself first
+        cont, n, rival = found[best]
+        for other, m, _ in found:
+            if other[0] != cont[0]:
+                rival = max(rival, m)
+        return cont, n, n - rival
 
     def _score_last(self, seq: np.ndarray) -> None:
         """Score the previous continuation against the tokens emitted since."""
         if self._last is None:
             return
-        start, cont, n = self._last
+        start, cont, n, lead = self._last
         for i, tok in enumerate(seq[start:start + cont.size]):
             hit = int(cont[i]) == int(tok)
-            self.acceptance.update(self._bucket(n + i), 1, int(hit))
+            self.acceptance.update(self._bucket(n + i, lead + i), 1, int(hit))
             if not hit:
                 break
         self._last = None
 
     def propose(self, seq: np.ndarray, k_cap: int, costs: CostModel) -> Draft | None:
         self._score_last(seq)
-        cont, n = self.find(seq)
-        if n == 0 or cont.size == 0:
+        cont, n, lead = self.find(seq)
+        if n == 0:
             return None
-        self._last = (len(seq), cont, n)
-        ps = [self.acceptance.p(self._bucket(n + i)) for i in range(min(k_cap, cont.size))]
+        self._last = (len(seq), cont, n, lead)
+        ps = [self.acceptance.p(self._bucket(n + i, lead + i)) for i in range(min(k_cap, cont.size))]
         k = costs.choose(ps)
-        return Draft([int(t) for t in cont[:k]], self._bucket(n), ps[0]) if k else None
+        return Draft([int(t) for t in cont[:k]], self._bucket(n, lead), ps[0]) if k else None
 
     def feedback(self, draft: Draft, accepted: int) -> None:
         pass  # scored token by token in _score_last, drafted or not

@@ -1,0 +1,62 @@
+"""The cost model picks the draft length from measured verify costs and never drafts at a loss."""
+
+import json
+
+from speculative.cost_model import PROFILE_KS, CostModel, load_cost_model
+
+# The verify costs measured here for SmolLM2-135M on 2 cores (ms for n rows).
+MEASURED = {1: 12.1, 2: 16.9, 3: 21.2, 4: 26.8, 5: 31.2, 6: 37.4, 8: 45.4, 10: 55.5, 12: 65.3, 16: 78.0,
+            20: 104.8, 24: 118.9, 32: 169.0}
+
+
+def test_interpolates_between_measured_sizes():
+    cm = CostModel(MEASURED)
+    assert cm.cost(4) == 26.8
+    assert cm.cost(7) == (37.4 + 45.4) / 2
+    assert cm.cost(64) == 169.0 * 2
+
+
+def test_drafts_nothing_when_acceptance_is_low():
+    cm = CostModel(MEASURED)
+    assert cm.choose([0.2] * 16) == 0
+    # k=1 pays only if (1 + p) / 16.9 > 1.03 / 12.1, i.e. p > 0.44
+    assert cm.choose([0.4] * 16) == 0
+    assert cm.choose([0.6] * 16) >= 1
+
+
+def test_drafts_longer_when_acceptance_is_high_and_never_past_the_cap():
+    cm = CostModel(MEASURED)
+    k_mid, k_high = cm.choose([0.75] * 16), cm.choose([0.97] * 16)
+    assert 1 <= k_mid < k_high
+    assert cm.choose([0.97] * 3) == 3
+    assert cm.choose([]) == 0
+
+
+def test_chosen_length_is_the_best_expected_rate():
+    cm = CostModel(MEASURED, margin=1.0)
+    for p in (0.5, 0.7, 0.9, 0.99):
+        k = cm.choose([p] * 31)
+        rate = lambda k, p=p: sum(p ** i for i in range(k + 1)) / cm.cost(k + 1)  # noqa: E731
+        assert all(rate(k) >= rate(j) for j in range(32))
+
+
+def test_draft_cost_per_token_counts():
+    cm = CostModel(MEASURED)
+    assert cm.choose([0.9] * 8, draft_ms_per_token=0.0) > 0
+    assert cm.choose([0.9] * 8, draft_ms_per_token=12.1) == 0  # a draft as slow as the target
+
+
+def test_profile_is_cached_per_model_file_and_threads(engine, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECFILL_CACHE_DIR", str(tmp_path))
+    first = load_cost_model(engine, 2, "b")
+    assert set(first.verify_ms) == set(PROFILE_KS)
+    assert all(v > 0 for v in first.verify_ms.values())
+    assert first.verify_ms[32] > first.verify_ms[1]
+    table = json.loads((tmp_path / "verify_costs.json").read_text())
+    (key,) = table
+    table[key]["verify_ms"]["1"] = 999.0  # prove the second load reads the file
+    (tmp_path / "verify_costs.json").write_text(json.dumps(table))
+    assert load_cost_model(engine, 2, "b").verify_ms[1] == 999.0
+    # another thread count is another entry
+    (tmp_path / "verify_costs.json").write_text("not json")  # a corrupt cache is re-profiled
+    assert load_cost_model(engine, 1, "b").verify_ms[1] != 999.0

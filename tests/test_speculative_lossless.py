@@ -1,0 +1,157 @@
+"""Speculation is lossless: every emitted token is the target's own choice, whatever is drafted."""
+
+import sysconfig
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from speculative import Engine, ModelError
+from speculative.cost_model import CostModel
+from speculative.drafters import Auto, Draft, DraftModel, PromptLookup, check_same_vocab
+
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
+SOURCES = ["json/encoder.py", "argparse.py", "csv.py"]
+
+
+def eager():
+    """A cost model that makes every draft look worth verifying, to drive the verify path hard."""
+    return CostModel({1: 100.0, 32: 100.0}, margin=1.0)
+
+
+EAGER = "eager"
+
+
+def cuts(engine, n_tokens=400):
+    """Real code: prompts cut from stdlib files at a few places each."""
+    out = []
+    for name in SOURCES:
+        ids = engine.tokenize((STDLIB / name).read_text(), parse_special=False)
+        for end in (900, 1700):
+            out.append(ids[end - n_tokens:end])
+    return out
+
+
+class GarbageDrafter:
+    """A deliberately wrong drafter: proposes tokens the target will not pick."""
+
+    name = "garbage"
+
+    def __init__(self, k=6):
+        self.k, self.rng = k, np.random.default_rng(0)
+
+    def begin(self, extra=()):
+        pass
+
+    def end(self, completion):
+        pass
+
+    def propose(self, seq, k_cap, costs):
+        k = min(self.k, k_cap)
+        return Draft([int(t) for t in self.rng.integers(100, 40000, size=k)], "garbage", 0.5) if k else None
+
+    def feedback(self, draft, accepted):
+        pass
+
+
+@pytest.fixture(scope="module")
+def prompts(engine):
+    return cuts(engine)
+
+
+@pytest.fixture(scope="module")
+def plain_outputs(engine, prompts):
+    return [engine.generate(p, max_tokens=40) for p in prompts]
+
+
+def check_trace(result):
+    assert len(result.trace) == len(result.tokens)
+    for entry, tok in zip(result.trace, result.tokens, strict=True):
+        assert entry["token"] == tok == entry["argmax"]
+
+
+@pytest.mark.parametrize("cost_model", [None, EAGER], ids=["measured-costs", "eager-costs"])
+def test_lookup_output_equals_plain_greedy_and_every_token_is_the_targets_argmax(engine, prompts, plain_outputs,
+                                                                                 cost_model, costs):
+    costs = eager() if cost_model == EAGER else costs
+    lookup = PromptLookup()
+    drafted = 0
+    for prompt, plain in zip(prompts, plain_outputs, strict=True):
+        r = engine.generate(prompt, max_tokens=40, drafter=lookup, costs=costs, trace=True)
+        assert r.tokens == plain.tokens
+        check_trace(r)
+        drafted += r.drafted
+    if cost_model == EAGER:
+        assert drafted > 0  # the verify path really ran
+
+
+def test_wrong_drafter_rolls_back_and_stays_lossless(engine, prompts, plain_outputs):
+    for prompt, plain in zip(prompts, plain_outputs, strict=True):
+        r = engine.generate(prompt, max_tokens=40, drafter=GarbageDrafter(), costs=eager(), trace=True)
+        assert r.tokens == plain.tokens
+        check_trace(r)
+        assert r.drafted > r.accepted
+        # rejected drafts left the KV cache: it holds the prompt and emitted tokens only
+        assert engine.cached[: len(prompt)] == list(prompt)
+        assert engine.cached[len(prompt):] == r.tokens[: len(engine.cached) - len(prompt)]
+        assert len(engine.cached) <= len(prompt) + len(r.tokens)
+
+
+def test_sampling_with_temperature_matches_plain_sampling(engine, prompts):
+    # Sample-and-match keeps the target's distribution; with the same seed and a
+    # batch-invariant build it reproduces plain sampling token for token.
+    for prompt in prompts[:3]:
+        plain = engine.generate(prompt, max_tokens=32, temperature=0.8, seed=7)
+        spec = engine.generate(prompt, max_tokens=32, temperature=0.8, seed=7, drafter=GarbageDrafter(3),
+                               costs=eager())
+        look = engine.generate(prompt, max_tokens=32, temperature=0.8, seed=7, drafter=PromptLookup(),
+                               costs=eager())
+        assert spec.tokens == plain.tokens == look.tokens
+
+
+@pytest.fixture(scope="module")
+def self_draft(engine, model_path):
+    draft_engine = Engine(model_path, n_ctx=2048)
+    yield DraftModel(draft_engine, engine, CostModel({1: 0.0, 32: 0.0}))
+    draft_engine.close()
+
+
+def test_same_model_as_its_own_draft_is_lossless_and_accepts_everything(engine, prompts, plain_outputs,
+                                                                        self_draft):
+    for prompt, plain in zip(prompts[:3], plain_outputs[:3], strict=True):
+        self_draft.ms_per_token = 0.0
+        r = engine.generate(prompt, max_tokens=40, drafter=self_draft, costs=eager(), trace=True)
+        assert r.tokens == plain.tokens
+        check_trace(r)
+        assert r.drafted > 0 and r.accepted == r.drafted  # batch-invariant: the draft is the target
+
+
+def test_auto_uses_the_draft_model_when_lookup_has_nothing(engine, prompts, plain_outputs, self_draft):
+    auto = Auto(PromptLookup(), self_draft)
+    for prompt, plain in zip(prompts[:2], plain_outputs[:2], strict=True):
+        self_draft.ms_per_token = 0.0
+        r = engine.generate(prompt, max_tokens=40, drafter=auto, costs=eager())
+        assert r.tokens == plain.tokens
+    assert self_draft.acceptance.steps > 0
+
+
+def test_measured_costs_keep_a_self_draft_from_drafting(engine, prompts, self_draft, costs):
+    # Drafting with the target itself costs a full decode per token: never worth it.
+    self_draft.ms_per_token = costs.cost(1)
+    r = engine.generate(prompts[0], max_tokens=16, drafter=self_draft, costs=costs)
+    assert r.drafted == 0
+
+
+def test_draft_with_another_vocabulary_is_a_clear_error(engine, gemma_path):
+    other = Engine(gemma_path, n_ctx=512)
+    try:
+        with pytest.raises(ModelError, match="another vocabulary.*262144 tokens vs the target's 49152"):
+            check_same_vocab(engine, other)
+        with pytest.raises(ModelError, match="another vocabulary"):
+            DraftModel(other, engine, CostModel({1: 1.0}))
+    finally:
+        other.close()
+
+
+def test_same_vocabulary_passes_the_check(engine, self_draft):
+    check_same_vocab(engine, self_draft.engine)
