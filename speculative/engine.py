@@ -36,7 +36,7 @@ class Engine:
     """A loaded model with one context; not thread-safe: use it from one worker thread."""
 
     def __init__(self, path: str | Path, n_ctx: int = 4096, n_threads: int | None = None,
-                 n_batch: int = 512) -> None:
+                 n_batch: int = 512, n_ubatch: int = 128) -> None:
         self.path = Path(path)
         check_gguf(self.path)
         mparams = llama_cpp.llama_model_default_params()
@@ -50,7 +50,9 @@ class Engine:
         cparams = llama_cpp.llama_context_default_params()
         cparams.n_ctx = n_ctx
         cparams.n_batch = n_batch
-        cparams.n_ubatch = n_batch
+        # The compute buffer is sized for n_ubatch rows of logits: 99 MB at 512 for SmolLM2,
+        # 25 MB at 128, with prefill as fast here (2,048 tokens: 10.3 s at 128, 10.5 s at 512).
+        cparams.n_ubatch = n_ubatch
         cparams.n_threads = threads
         cparams.n_threads_batch = threads
         # Flash attention (auto-on for CPU) gives a reused prefix logits up to 0.85 off a
