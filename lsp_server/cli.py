@@ -43,7 +43,7 @@ def cmd_complete(args: argparse.Namespace) -> int:
     result = worker.complete(prefix, suffix, args.file, settings).result()
     worker.shutdown()
     line_suffix, _, below = suffix.partition("\n")
-    print(postprocess(result.text, line_suffix, below.split("\n"), prefix.rsplit("\n", 1)[-1]))
+    print(postprocess(result.text, line_suffix, below.split("\n"), prefix.rsplit("\n", 1)[-1]).text)
     print(f"-- ttft {result.ttft_ms:.0f} ms, {len(result.tokens)} tokens, {result.tok_s:.1f} tok/s, "
           f"prompt {result.n_prompt} tokens, stop: {result.stop_reason}", file=sys.stderr)
     return 0

@@ -30,6 +30,10 @@ async def _demo(model: str | None, file: str) -> int:
         initialization_options={"model": {"path": model or ""}},
     ))
     client.initialized(types.InitializedParams())
+    t0 = time.perf_counter()
+    while (state := (await client.protocol.send_request_async("specfill/stats", {})).state) == "loading":
+        await asyncio.sleep(0.1)
+    print(f"model {state} after {time.perf_counter() - t0:.1f} s")
     text = path.read_text().rstrip("\n")
     client.text_document_did_open(types.DidOpenTextDocumentParams(
         text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)))

@@ -1,28 +1,77 @@
-"""LSP handlers: a few lines each; the work lives in worker, prompts and postprocess."""
+"""LSP handlers: a few lines each; the work lives in worker, pipeline, prompts and postprocess."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
+import uuid
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
-from lsp_server.postprocess import postprocess
+from lsp_server.pipeline import Pipeline, Position
 from lsp_server.settings import Settings, parse_settings
 from lsp_server.worker import ModelWorker
+from prompts import ContextFile
+from speculative.build_info import build_info
 
 log = logging.getLogger("specfill")
+ACCEPT_COMMAND = "specfill.didAccept"
 
 
 class SpecfillServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__("specfill", "0.1.0", text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        super().__init__("specfill", "0.2.0", text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
         self.settings = Settings()
         self.worker = ModelWorker()
+        self.pipeline = Pipeline(self.worker, self.other_documents)
+        self.recent: dict[str, float] = {}  # uri -> last open/edit time
+        self.init_errors: list[str] = []
+        self.model_path = ""
+
+    def other_documents(self, uri: str) -> tuple[ContextFile, ...]:
+        """Open documents other than `uri`, most recently edited first."""
+        docs = self.workspace.text_documents
+        order = sorted((u for u in self.recent if u != uri and u in docs), key=self.recent.get, reverse=True)
+        return tuple(ContextFile(docs[u].path or u, docs[u].source) for u in order)
 
     def tell(self, message: str, kind: types.MessageType = types.MessageType.Error) -> None:
         self.window_show_message(types.ShowMessageParams(type=kind, message=f"specfill: {message}"))
+
+    def apply_settings(self, data, source: str) -> None:
+        """Take new settings; name each invalid field; reload the model when it changed."""
+        settings, errors = parse_settings(data)
+        for err in errors:
+            self.tell(f"invalid setting {err} ({source})", types.MessageType.Warning)
+        self.settings = settings
+        logging.getLogger().setLevel(settings.log_level.upper())
+        if self.worker.needs_reload(settings) and source != "initialize":
+            asyncio.ensure_future(self.reload())
+
+    async def reload(self) -> None:
+        """Load the model in the background, with work-done progress when the client has it;
+        requests meanwhile get an empty answer."""
+        token = None
+        caps = self.client_capabilities.window
+        if caps is not None and caps.work_done_progress:
+            token = f"specfill-load-{uuid.uuid4().hex[:8]}"
+            try:
+                await self.work_done_progress.create_async(token)
+                self.work_done_progress.begin(token, types.WorkDoneProgressBegin(
+                    title="specfill", message=f"loading {self.settings.model.path or 'the default model'}"))
+            except Exception:  # a client that refuses progress still gets the model
+                token = None
+        try:
+            self.model_path = await asyncio.wrap_future(self.worker.load(self.settings))
+            message = f"ready: {self.model_path}"
+            if self.worker.warning:
+                self.tell(self.worker.warning, types.MessageType.Warning)
+        except Exception as exc:
+            message = f"failed: {exc}"
+            self.tell(str(exc))
+        if token is not None:
+            self.work_done_progress.end(token, types.WorkDoneProgressEnd(message=message))
 
 
 server = SpecfillServer()
@@ -31,56 +80,134 @@ server = SpecfillServer()
 @server.feature(types.INITIALIZE)
 def on_initialize(ls: SpecfillServer, params: types.InitializeParams) -> None:
     """Read settings from initializationOptions."""
-    ls.settings, errors = parse_settings(params.initialization_options)
-    ls.init_errors = errors
+    ls.apply_settings(params.initialization_options, "initialize")
 
 
 @server.feature(types.INITIALIZED)
-def on_initialized(ls: SpecfillServer, params: types.InitializedParams) -> None:
-    """Report bad settings, then load the model in the background."""
-    for err in getattr(ls, "init_errors", []):
-        ls.tell(f"invalid setting {err}", types.MessageType.Warning)
-    future = ls.worker.load(ls.settings)
+async def on_initialized(ls: SpecfillServer, params: types.InitializedParams) -> None:
+    """Load the model in the background."""
+    await ls.reload()
 
-    def done(f) -> None:
-        if f.exception() is not None:
-            ls.tell(str(f.exception()))
-        else:
-            log.info("model loaded: %s", f.result())
 
-    future.add_done_callback(done)
+@server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+async def on_configuration(ls: SpecfillServer, params: types.DidChangeConfigurationParams) -> None:
+    """Settings pushed by the client, or pulled with workspace/configuration when it sends none."""
+    data = params.settings
+    if not (isinstance(data, dict) and "specfill" in data):
+        caps = ls.client_capabilities.workspace
+        if caps is None or not caps.configuration:
+            return
+        (data,) = await ls.workspace_configuration_async(types.ConfigurationParams(
+            items=[types.ConfigurationItem(section="specfill")]))
+        data = {"specfill": data or {}}
+    ls.apply_settings(data, "didChangeConfiguration")
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+def did_open(ls: SpecfillServer, params: types.DidOpenTextDocumentParams) -> None:
+    """Remember when a document was last touched (context from other open files)."""
+    ls.recent[params.text_document.uri] = time.monotonic()
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+def did_change(ls: SpecfillServer, params: types.DidChangeTextDocumentParams) -> None:
+    """Remember when a document was last touched (context from other open files)."""
+    ls.recent[params.text_document.uri] = time.monotonic()
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+def did_close(ls: SpecfillServer, params: types.DidCloseTextDocumentParams) -> None:
+    """Forget a closed document and its cached suggestion."""
+    ls.recent.pop(params.text_document.uri, None)
+    ls.pipeline.cache.drop(params.text_document.uri)
+
+
+def _position(ls: SpecfillServer, uri: str, pos: types.Position) -> Position | None:
+    doc = ls.workspace.text_documents.get(uri)
+    if doc is None:
+        return None
+    lines = doc.lines
+    if pos.line < 0 or pos.character < 0 or pos.line > len(lines):
+        return None
+    if pos.line == len(lines):
+        if pos.character:
+            return None
+        offset = len(doc.source)
+    else:
+        line = lines[pos.line].rstrip("\r\n")
+        if doc.position_codec.client_num_units(line) < pos.character:
+            return None
+        offset = doc.offset_at_position(pos)
+    source = doc.source
+    return Position(uri, doc.path or uri, source[:offset], source[offset:], doc.version or 0)
 
 
 @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
 async def inline_completion(ls: SpecfillServer, params: types.InlineCompletionParams) -> types.InlineCompletionList:
     """Complete at the cursor; unknown documents and bad positions get an empty list."""
-    empty = types.InlineCompletionList(items=[])
-    doc = ls.workspace.text_documents.get(params.text_document.uri)
-    if doc is None or ls.worker.error is not None:
-        return empty
-    lines = doc.lines
+    at = _position(ls, params.text_document.uri, params.position)
+    invoked = params.context.trigger_kind == types.InlineCompletionTriggerKind.Invoked
+    suggestion = await ls.pipeline.suggest(at, ls.settings, invoked, ls.tell) if at else None
+    if suggestion is None:
+        return types.InlineCompletionList(items=[])
     pos = params.position
-    if pos.line > len(lines) or pos.line < 0 or pos.character < 0:
-        return empty
-    offset = doc.offset_at_position(pos) if pos.line < len(lines) else len(doc.source)
-    source = doc.source
-    prefix, suffix = source[:offset], source[offset:]
-    path = doc.path if doc.path else doc.uri
-    try:
-        result = await asyncio.wrap_future(ls.worker.complete(prefix, suffix, path, ls.settings))
-    except Exception as exc:  # a request never kills the server
-        log.exception("completion failed")
-        ls.tell(f"completion failed: {exc}")
-        return empty
-    if result is None:
-        return empty
-    line_suffix, _, below = suffix.partition("\n")
-    text = postprocess(result.text, line_suffix, below.split("\n"), prefix.rsplit("\n", 1)[-1])
-    if not text:
-        return empty
-    return types.InlineCompletionList(items=[
-        types.InlineCompletionItem(insert_text=text, range=types.Range(start=pos, end=pos))
-    ])
+    end = types.Position(line=pos.line, character=pos.character + suggestion.replace_chars)
+    return types.InlineCompletionList(items=[types.InlineCompletionItem(
+        insert_text=suggestion.text, range=types.Range(start=pos, end=end),
+        command=types.Command(title="specfill: accepted", command=ACCEPT_COMMAND,
+                              arguments=[{"uri": at.uri, "length": len(suggestion.text)}]))])
+
+
+@server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=[".", "(", " "]))
+async def completion(ls: SpecfillServer, params: types.CompletionParams) -> types.CompletionList:
+    """For clients without inline completion: the suggestion as one item with a textEdit."""
+    at = _position(ls, params.text_document.uri, params.position)
+    suggestion = await ls.pipeline.suggest(at, ls.settings, True, ls.tell) if at else None
+    if suggestion is None:
+        return types.CompletionList(is_incomplete=True, items=[])
+    pos = params.position
+    end = types.Position(line=pos.line, character=pos.character + suggestion.replace_chars)
+    label = suggestion.text.split("\n", 1)[0].strip()[:60] or suggestion.text.strip()[:60]
+    return types.CompletionList(is_incomplete=True, items=[types.CompletionItem(
+        label=label, kind=types.CompletionItemKind.Text, detail="specfill", sort_text="0",
+        filter_text=at.prefix.rsplit("\n", 1)[-1].lstrip() + suggestion.text,
+        text_edit=types.TextEdit(range=types.Range(start=pos, end=end), new_text=suggestion.text),
+        command=types.Command(title="specfill: accepted", command=ACCEPT_COMMAND,
+                              arguments=[{"uri": at.uri, "length": len(suggestion.text)}]))])
+
+
+@server.command(ACCEPT_COMMAND)
+def accept_command(ls: SpecfillServer, *args) -> None:
+    """The command an accepted item runs: counts the acceptance."""
+    info = args[0] if args and isinstance(args[0], dict) else {}
+    ls.pipeline.accepted(int(info.get("length", 0)))
+
+
+@server.feature("specfill/didShow")
+def did_show(ls: SpecfillServer, params) -> None:
+    """The editor showed a suggestion."""
+    ls.pipeline.stats.shown += 1
+
+
+@server.feature("specfill/didAccept")
+def did_accept(ls: SpecfillServer, params) -> None:
+    """The editor accepted a suggestion, maybe partly (acceptedLength)."""
+    length = getattr(params, "acceptedLength", None)
+    if length is None and isinstance(params, dict):
+        length = params.get("acceptedLength")
+    ls.pipeline.accepted(int(length or 0))
+
+
+@server.feature("specfill/stats")
+def stats(ls: SpecfillServer, params) -> dict:
+    """Counts, latency percentiles, speculation figures and the loaded build."""
+    w = ls.worker
+    return ls.pipeline.stats.report({
+        "model": ls.model_path, "family": w.family, "state": w.state,
+        "error": w.error, "build": build_info(), "speculation": ls.settings.speculation.method,
+        "draft_model": str(w.draft.engine.path) if w.draft else None, "time": time.time(),
+        "decode_steps": w.engine.decode_steps if w.engine else 0,
+    })
 
 
 @server.feature(types.SHUTDOWN)

@@ -3,74 +3,150 @@
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 
+from lsp_server.postprocess import wants_single_line
 from lsp_server.settings import Settings
-from prompts import PromptError, build_prompt, family_for, prompt_tokens
-from speculative import Engine, GenerationResult, resolve_model_path
+from prompts import ContextFile, PromptError, build_prompt, family_for, prompt_tokens
+from prompts.window import prefix_window, suffix_window
+from speculative import Engine, GenerationResult, ModelError, resolve_model_path
 from speculative.build_info import build_info
 from speculative.cost_model import CostModel, load_cost_model
-from speculative.drafters import Auto, PromptLookup
+from speculative.drafters import Auto, DraftModel, PromptLookup
+
+CONTEXT_FILES = 2  # other open documents used per request
+CONTEXT_CHARS = 1000  # of each, in the prompt
+LOOKUP_CHARS = 8000  # of each, for prompt lookup
+
+
+@dataclass(frozen=True)
+class Request:
+    prefix: str
+    suffix: str
+    path: str
+    settings: Settings
+    cancel: threading.Event
+    on_text: Callable[[str], None] | None = None
+    others: tuple[ContextFile, ...] = ()  # other open documents, most recently edited first
 
 
 class ModelWorker:
-    """Owns the Engine; a newer request cancels the one in flight at its next step."""
+    """Owns the engines; a newer request cancels the one in flight at its next step."""
 
     def __init__(self) -> None:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="specfill-model")
         self._cancel = threading.Event()
         self.engine: Engine | None = None
+        self.draft: DraftModel | None = None
         self.costs: CostModel | None = None
-        self.drafter: Auto | None = None
+        self.lookup = PromptLookup()
         self.family = "prefix-only"
         self.error: str | None = None
+        self.warning: str | None = None  # a problem that still lets the target serve
+        self.loading = False
+        self._loaded_key: tuple | None = None
+
+    @property
+    def state(self) -> str:
+        if self.error:
+            return "error"
+        return "loading" if self.loading or self.engine is None else "ready"
+
+    @staticmethod
+    def _key(settings: Settings) -> tuple:
+        m = settings.model
+        return (m.path, m.draft_path, m.n_ctx, m.threads)
+
+    def needs_reload(self, settings: Settings) -> bool:
+        return self._key(settings) != self._loaded_key
 
     def load(self, settings: Settings) -> Future[str]:
-        """Load (or reload) the model; the future's result is the path loaded."""
+        """Load (or reload) the models; the future's result is the path loaded."""
+        self.loading = True
+        self._cancel.set()
         return self._pool.submit(self._load, settings)
 
+    def _close(self) -> None:
+        for eng in (self.engine, self.draft.engine if self.draft else None):
+            if eng is not None:
+                eng.close()
+        self.engine, self.draft, self._loaded_key = None, None, None
+
     def _load(self, settings: Settings) -> str:
-        self.error = None
-        if self.engine is not None:
-            self.engine.close()
-            self.engine = None
+        self.error = self.warning = None
+        self._close()
+        m = settings.model
         try:
-            path = resolve_model_path(settings.model.path or None)
-            engine = Engine(path, n_ctx=settings.model.n_ctx, n_threads=settings.model.threads or None)
+            path = resolve_model_path(m.path or None)
+            engine = Engine(path, n_ctx=m.n_ctx, n_threads=m.threads or None)
             self.costs = load_cost_model(engine, engine.n_threads, build_info()["build"])
         except Exception as exc:
             self.error = str(exc)
+            self.loading = False
             raise
         self.family = family_for(engine)
-        self.drafter = Auto(PromptLookup(), None)
         self.engine = engine
+        self.lookup = PromptLookup()
+        if m.draft_path:
+            draft_engine = None
+            try:
+                draft_engine = Engine(resolve_model_path(m.draft_path), n_ctx=m.n_ctx, n_threads=m.threads or None)
+                dcosts = load_cost_model(draft_engine, draft_engine.n_threads, build_info()["build"])
+                self.draft = DraftModel(draft_engine, engine, dcosts)
+            except (ModelError, OSError) as exc:
+                if draft_engine is not None:
+                    draft_engine.close()
+                self.warning = f"draft model not used: {exc}"
+        self._loaded_key = self._key(settings)
+        self.loading = False
         return str(path)
 
-    def complete(self, prefix: str, suffix: str, path: str, settings: Settings) -> Future[GenerationResult | None]:
-        self._cancel.set()  # supersede whatever runs now
-        cancel = threading.Event()
-        self._cancel = cancel
-        return self._pool.submit(self._complete, prefix, suffix, path, settings, cancel)
-
-    def _complete(self, prefix: str, suffix: str, path: str, settings: Settings,
-                  cancel: threading.Event) -> GenerationResult | None:
-        if cancel.is_set() or self.engine is None:
+    def drafter(self, method: str):
+        if method == "off":
             return None
-        engine = self.engine
-        max_tokens = max(1, min(settings.completion.max_tokens, engine.n_ctx // 2))
-        parts = build_prompt(self.family, prefix, suffix, path)
+        if method == "lookup":
+            return self.lookup
+        if method == "draft":
+            return self.draft
+        return Auto(self.lookup, self.draft)
+
+    def complete(self, prefix: str, suffix: str, path: str, settings: Settings,
+                 cancel: threading.Event | None = None,
+                 on_text: Callable[[str], None] | None = None,
+                 others: tuple[ContextFile, ...] = ()) -> Future[GenerationResult | None]:
+        self._cancel.set()  # supersede whatever runs now
+        cancel = cancel or threading.Event()
+        self._cancel = cancel
+        return self._pool.submit(self._complete, Request(prefix, suffix, path, settings, cancel, on_text, others))
+
+    def _complete(self, req: Request) -> GenerationResult | None:
+        if req.cancel.is_set() or self.engine is None:
+            return None
+        engine, s = self.engine, req.settings
+        max_tokens = max(1, min(s.completion.max_tokens, engine.n_ctx // 2))
+        # Other open documents: a short chunk each in the prompt (the fit drops them first when
+        # space is short), and more of their text for prompt lookup to copy from.
+        context = [ContextFile(o.path, o.text[-CONTEXT_CHARS:]) for o in req.others[:CONTEXT_FILES]]
+        prefix, suffix = prefix_window(req.prefix), suffix_window(req.suffix)
+        parts = build_prompt(self.family, prefix, suffix, req.path, context=context)
         try:
             tokens = prompt_tokens(engine, parts, engine.n_ctx - max_tokens - 1)
         except PromptError:
             return None
-        stop = parts.stop + (("\n",) if suffix.split("\n", 1)[0].strip() else ())
-        suffix_ids = engine.tokenize(suffix[:4000], parse_special=False)  # text worth copying from
-        return engine.generate(tokens, max_tokens=max_tokens, stop=stop,
-                               budget_s=settings.completion.budget_ms / 1000, cancel=cancel,
-                               drafter=self.drafter, costs=self.costs, extra_sources=[suffix_ids])
+        stop = parts.stop + (("\n",) if wants_single_line(suffix.split("\n", 1)[0], s.completion.multiline) else ())
+        sources = [engine.tokenize(suffix, parse_special=False)]  # text worth copying from
+        sources += [engine.tokenize(o.text[-LOOKUP_CHARS:], parse_special=False) for o in req.others[:CONTEXT_FILES]]
+        cpu0 = time.thread_time()
+        result = engine.generate(tokens, max_tokens=max_tokens, stop=stop, budget_s=s.completion.budget_ms / 1000,
+                                 cancel=req.cancel, on_text=req.on_text, drafter=self.drafter(s.speculation.method),
+                                 costs=self.costs, extra_sources=sources, max_draft=s.speculation.max_draft)
+        result.cpu_ms = (time.thread_time() - cpu0) * 1000
+        return result
 
     def shutdown(self) -> None:
         self._cancel.set()
         self._pool.shutdown(wait=True, cancel_futures=True)
-        if self.engine is not None:
-            self.engine.close()
+        self._close()

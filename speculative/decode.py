@@ -34,6 +34,7 @@ class GenerationResult:
     drafted: int = 0  # draft tokens verified
     accepted: int = 0  # draft tokens accepted
     spec_steps: int = 0  # steps that verified a draft
+    cpu_ms: float = 0.0  # CPU time of the generating thread, when the caller measures it
     trace: list[dict] = field(default_factory=list)  # per emitted token, when asked for
 
     @property
@@ -89,7 +90,7 @@ def generate(engine, prompt: Sequence[int], *, max_tokens: int = 64, stop: Seque
              budget_s: float | None = None, cancel: threading.Event | None = None,
              on_text: Callable[[str], None] | None = None, drafter=None, costs: CostModel | None = None,
              temperature: float = 0.0, seed: int = 0, extra_sources: Sequence[Sequence[int]] = (),
-             trace: bool = False) -> GenerationResult:
+             max_draft: int = 31, trace: bool = False) -> GenerationResult:
     """Generate from `prompt` on `engine`; with a drafter, verify its drafts in batches."""
     t0 = time.perf_counter()
     max_tokens = max(1, min(max_tokens, engine.n_ctx // 2))  # room for the prompt
@@ -122,7 +123,7 @@ def generate(engine, prompt: Sequence[int], *, max_tokens: int = 64, stop: Seque
         if room < 1:
             out.reason = "max_tokens"
             break
-        k_cap = min(max_tokens - len(out.tokens) - 1, room - 1)
+        k_cap = min(max_tokens - len(out.tokens) - 1, room - 1, max_draft)
         draft = drafter.propose(seq[:n], k_cap, costs) if drafter is not None and k_cap > 0 else None
         proposal = draft.tokens if draft is not None else []
         t_step = time.perf_counter()

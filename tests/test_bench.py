@@ -17,7 +17,8 @@ def test_bench_reports_every_mode_and_speculation_is_identical_to_plain(tmp_path
     out = tmp_path / "report.json"
     proc = subprocess.run([sys.executable, "-m", "lsp_server", "bench", "--workload", str(work), "--modes",
                            "plain,anchor,lookup,draft,auto", "--max-tokens", "12", "--prompt-tokens", "256",
-                           "--n-ctx", "1024", "--json", str(out)], capture_output=True, text=True, timeout=600)
+                           "--n-ctx", "1024", "--json", str(out)],
+                          check=False, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(out.read_text())
     assert report["n_cases"] == 2 and report["model"].endswith(".gguf")
@@ -38,8 +39,8 @@ def test_bench_rejects_unknown_mode_and_bad_workload(tmp_path):
     work = tmp_path / "w.jsonl"
     work.write_text('{"prefix": "x = 1\\n", "suffix": ""}\n')
     proc = subprocess.run([sys.executable, "-m", "lsp_server", "bench", "--workload", str(work), "--modes",
-                           "plain,turbo"], capture_output=True, text=True, timeout=120)
+                           "plain,turbo"], check=False, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "unknown mode(s) turbo" in proc.stderr
     proc = subprocess.run([sys.executable, "-m", "lsp_server", "bench", "--workload", str(tmp_path / "none.jsonl")],
-                          capture_output=True, text=True, timeout=120)
+                          check=False, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "none.jsonl" in proc.stderr

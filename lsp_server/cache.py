@@ -1,0 +1,46 @@
+"""Type-through cache: when the user types what the suggestion said, answer without the model.
+
+Pure bookkeeping: one entry per document, the text before and after the cursor when the
+suggestion was made and the suggestion's raw text (which a background generation may
+still be extending).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class Entry:
+    prefix: str
+    suffix: str
+    text: str  # raw model text after `prefix`, possibly still growing
+    done: bool = False
+
+
+class TypeThroughCache:
+    def __init__(self, max_docs: int = 64) -> None:
+        self._entries: dict[str, Entry] = {}
+        self.max_docs = max_docs
+
+    def put(self, uri: str, prefix: str, suffix: str, text: str, done: bool = True) -> Entry:
+        if uri not in self._entries and len(self._entries) >= self.max_docs:
+            self._entries.pop(next(iter(self._entries)))
+        entry = Entry(prefix, suffix, text, done)
+        self._entries[uri] = entry
+        return entry
+
+    def lookup(self, uri: str, prefix: str, suffix: str) -> str | None:
+        """The rest of the cached suggestion if `prefix` is its prefix plus typed text that
+        the suggestion starts with, and the text after the cursor is unchanged; else None."""
+        entry = self._entries.get(uri)
+        if entry is None or suffix != entry.suffix or not prefix.startswith(entry.prefix):
+            return None
+        typed = prefix[len(entry.prefix):]
+        if not entry.text.startswith(typed):
+            return None
+        rest = entry.text[len(typed):]
+        return rest if rest.strip() else None
+
+    def drop(self, uri: str) -> None:
+        self._entries.pop(uri, None)

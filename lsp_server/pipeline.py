@@ -1,0 +1,167 @@
+"""From a cursor position to a suggestion: cache, debounce, supersede, early answer.
+
+A request is answered, in order of preference: from the type-through cache (the user typed
+what the last suggestion said); by an in-flight generation that still agrees with what was
+typed; or by a new generation, answered as soon as its first line is complete while the rest
+is generated in the background into the cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from lsp_server.cache import TypeThroughCache
+from lsp_server.postprocess import Suggestion, postprocess
+from lsp_server.settings import Settings
+from lsp_server.stats import Stats
+
+
+@dataclass(frozen=True)
+class Position:
+    uri: str
+    path: str
+    prefix: str
+    suffix: str
+    version: int = 0
+
+
+def first_complete_line(text: str) -> str | None:
+    """Text up to the end of its first non-blank complete line, or None if there is none yet."""
+    lines = text.split("\n")
+    for i, ln in enumerate(lines[:-1]):
+        if ln.strip():
+            return "\n".join(lines[: i + 1])
+    return None
+
+
+@dataclass
+class Inflight:
+    prefix: str
+    suffix: str
+    cancel: threading.Event
+    future: asyncio.Future
+    text: str = ""
+    first_line: asyncio.Event = field(default_factory=asyncio.Event)
+    waiters: int = 0  # requests waiting on it; a cancelled one stops it only if it was the last
+
+    def agrees_with(self, prefix: str, suffix: str) -> bool:
+        """Still useful for a request at `prefix`: the user typed what it is generating."""
+        if self.future.done() or suffix != self.suffix or not prefix.startswith(self.prefix):
+            return False
+        typed = prefix[len(self.prefix):]
+        return self.text.startswith(typed) or typed.startswith(self.text)
+
+
+class Pipeline:
+    def __init__(self, worker, others: Callable[[str], tuple] = lambda uri: ()) -> None:
+        self.worker = worker
+        self.others = others  # uri -> other open documents as ContextFiles, most recent first
+        self.cache = TypeThroughCache()
+        self.stats = Stats()
+        self._latest: dict[str, int] = {}
+        self._inflight: dict[str, Inflight] = {}
+
+    def accepted(self, length: int) -> None:
+        self.stats.accepted += 1
+        self.stats.accepted_chars += max(0, length)
+
+    async def suggest(self, at: Position, settings: Settings, invoked: bool,
+                      tell: Callable[[str], None]) -> Suggestion | None:
+        self.stats.requests += 1
+        t0 = time.perf_counter()
+        try:
+            return await self._suggest(at, settings, invoked, tell)
+        except asyncio.CancelledError:
+            self.stats.cancelled += 1
+            raise
+        finally:
+            self.stats.latency_ms.append((time.perf_counter() - t0) * 1000)
+
+    def _finish(self, at: Position, text: str, settings: Settings) -> Suggestion | None:
+        line_suffix, _, below = at.suffix.partition("\n")
+        s = postprocess(text, line_suffix, below.split("\n"), at.prefix.rsplit("\n", 1)[-1],
+                        settings.completion.multiline)
+        return s if s.text else None
+
+    async def _suggest(self, at: Position, settings: Settings, invoked: bool,
+                       tell: Callable[[str], None]) -> Suggestion | None:
+        rest = self.cache.lookup(at.uri, at.prefix, at.suffix)
+        if rest is not None and (s := self._finish(at, rest, settings)) is not None:
+            self.stats.cache_hits += 1
+            return s
+        flight = self._inflight.get(at.uri)
+        if flight is not None and flight.agrees_with(at.prefix, at.suffix):
+            self.stats.cache_hits += 1
+            return await self._answer(flight, at, settings, flight.prefix)
+        n = self._latest[at.uri] = self._latest.get(at.uri, 0) + 1
+        if not invoked and settings.completion.debounce_ms:
+            await asyncio.sleep(settings.completion.debounce_ms / 1000)
+            if self._latest.get(at.uri) != n:
+                return None  # a newer keystroke in this document took over
+        if self.worker.loading or self.worker.engine is None:
+            return None
+        flight = self._start(at, settings, tell)
+        return await self._answer(flight, at, settings, at.prefix)
+
+    def _start(self, at: Position, settings: Settings, tell: Callable[[str], None]) -> Inflight:
+        loop = asyncio.get_running_loop()
+        cancel = threading.Event()
+        entry = self.cache.put(at.uri, at.prefix, at.suffix, "", done=False)
+
+        def on_text(text: str) -> None:  # on the model thread
+            entry.text = flight.text = text
+            if first_complete_line(text) is not None and not flight.first_line.is_set():
+                loop.call_soon_threadsafe(flight.first_line.set)
+
+        others = self.others(at.uri) if settings.context.open_files else ()
+        future = asyncio.wrap_future(self.worker.complete(at.prefix, at.suffix, at.path, settings, cancel, on_text,
+                                                          others))
+        flight = Inflight(at.prefix, at.suffix, cancel, future)
+        self._inflight[at.uri] = flight
+
+        def done(f: asyncio.Future) -> None:
+            if self._inflight.get(at.uri) is flight:
+                del self._inflight[at.uri]
+            if f.cancelled() or f.exception() is not None:
+                if not f.cancelled():
+                    self.stats.errors += 1
+                    tell(f"completion failed: {f.exception()}")
+                self.cache.drop(at.uri)
+                return
+            result = f.result()
+            if result is None:
+                return
+            entry.text, entry.done = result.text, True
+            self.stats.generation(result, getattr(result, "cpu_ms", 0.0))
+
+        future.add_done_callback(done)
+        return flight
+
+    async def _answer(self, flight: Inflight, at: Position, settings: Settings, since: str) -> Suggestion | None:
+        """Wait for the flight's first line (or its end) and shape it for a request at `at`."""
+        waiter = asyncio.ensure_future(flight.first_line.wait())
+        flight.waiters += 1
+        try:
+            await asyncio.wait({flight.future, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            if flight.waiters == 1:
+                flight.cancel.set()  # $/cancelRequest: stop decoding at the next step
+            raise
+        finally:
+            flight.waiters -= 1
+            waiter.cancel()
+        if flight.future.done():
+            if flight.future.cancelled() or flight.future.exception() is not None:
+                return None
+            result = flight.future.result()
+            text = result.text if result is not None else ""
+        else:
+            text = first_complete_line(flight.text) or ""
+        typed = at.prefix[len(since):]
+        if not text.startswith(typed):
+            return None
+        return self._finish(at, text[len(typed):], settings)

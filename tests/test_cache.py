@@ -1,0 +1,29 @@
+"""Type-through cache and the early-answer line split."""
+
+from lsp_server.cache import TypeThroughCache
+from lsp_server.pipeline import first_complete_line
+
+
+def test_typing_what_was_suggested_is_answered_from_the_cache():
+    c = TypeThroughCache()
+    c.put("u", "def f(", ")\n", "a, b):\n    return a")
+    assert c.lookup("u", "def f(", ")\n") == "a, b):\n    return a"
+    assert c.lookup("u", "def f(a, ", ")\n") == "b):\n    return a"
+    assert c.lookup("u", "def f(a, x", ")\n") is None  # typed something else
+    assert c.lookup("u", "def f(a, ", "\n") is None  # the text after the cursor changed
+    assert c.lookup("u", "def f(a, b):\n    return a", ")\n") is None  # nothing left
+    assert c.lookup("other", "def f(", ")\n") is None
+
+
+def test_cache_is_bounded():
+    c = TypeThroughCache(max_docs=2)
+    for uri in "abc":
+        c.put(uri, "p", "", "text")
+    assert c.lookup("a", "p", "") is None and c.lookup("c", "p", "") == "text"
+
+
+def test_first_complete_line():
+    assert first_complete_line("foo(x)") is None
+    assert first_complete_line("foo(x)\nbar") == "foo(x)"
+    assert first_complete_line("\n    x = 1\n  y") == "\n    x = 1"
+    assert first_complete_line("\n\n") is None

@@ -1,0 +1,162 @@
+"""The server's pipeline end to end: settings, reload, cache, supersede, cancel, fallback, stats."""
+
+import asyncio
+
+import pytest
+from lsp_helpers import (
+    TEXT,
+    URI,
+    client_fixture,
+    complete,
+    end_of,
+    field,
+    inline_params,
+    insert,
+    open_doc,
+    stats,
+    wait_ready,
+)
+from lsprotocol import types
+from pytest_lsp import LanguageClient
+
+CAPS = types.ClientCapabilities(
+    window=types.WindowClientCapabilities(work_done_progress=True),
+    workspace=types.WorkspaceClientCapabilities(configuration=True))
+WORDS = "words = ['alpha', 'beta', 'gamma', 'delta', "  # goes on for many tokens on one line
+ONES = "x = [" + "1, " * 40  # the model keeps writing `1, ` on this line: a long generation
+
+client = client_fixture({"specfill": {"completion": {"debounceMs": 0}}}, CAPS)
+# plain decoding: prompt lookup would finish the repetitive ONES line too fast to cancel
+long_client = client_fixture({"specfill": {"completion": {"maxTokens": 400, "budgetMs": 60000},
+                                           "speculation": {"method": "off"}}}, CAPS)
+bad_client = client_fixture({"specfill": {"completion": {"maxTokens": "many"}, "nope": 1}})
+
+
+@pytest.mark.asyncio
+async def test_invalid_settings_are_named_and_defaults_used(bad_client: LanguageClient):
+    if not bad_client.messages:  # sent while initializing, maybe before the client listened
+        await bad_client.wait_for_notification(types.WINDOW_SHOW_MESSAGE)
+    text = "\n".join(m.message for m in bad_client.messages)
+    assert "completion.maxTokens" in text and "nope: unknown setting" in text
+    await wait_ready(bad_client)
+    open_doc(bad_client)
+    assert (await complete(bad_client, *end_of(TEXT))).items  # still serving, on defaults
+
+
+@pytest.mark.asyncio
+async def test_changed_settings_reach_the_server_pushed_and_pulled(client: LanguageClient):
+    await wait_ready(client)
+    open_doc(client, WORDS)
+    long = (await complete(client, *end_of(WORDS))).items[0].insert_text
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"specfill": {"completion": {"maxTokens": 3, "debounceMs": 0}}}))
+    await asyncio.sleep(0.3)
+    client.text_document_did_close(types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(URI)))
+    open_doc(client, WORDS)  # closing dropped the cached suggestion: this asks the model again
+    short = (await complete(client, *end_of(WORDS))).items[0].insert_text
+    assert len(short) < len(long)
+    # pulled with workspace/configuration when the notification carries no settings
+    client.set_configuration({"completion": {"maxTokens": 1, "debounceMs": 0}}, section="specfill")
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
+    await asyncio.sleep(0.5)
+    client.text_document_did_close(types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(URI)))
+    open_doc(client, WORDS)
+    tiny = (await complete(client, *end_of(WORDS))).items
+    assert not tiny or len(tiny[0].insert_text) < len(short)
+
+
+@pytest.mark.asyncio
+async def test_model_reload_shows_progress_and_answers_empty_meanwhile(client: LanguageClient):
+    await wait_ready(client)
+    open_doc(client)
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"specfill": {"model": {"path": "gemma3-270m"}, "completion": {"debounceMs": 0}}}))
+    await asyncio.sleep(0.05)
+    assert field(await stats(client), "state") == "loading"
+    assert not (await complete(client, *end_of(TEXT))).items
+    s = await wait_ready(client)
+    assert "gemma" in field(s, "model")
+    assert (await complete(client, *end_of(TEXT))).items
+    reports = list(client.progress_reports.values())[-1]  # the first token was the start-up load
+    assert reports[0].kind == "begin" and reports[-1].kind == "end" and "ready" in reports[-1].message
+
+
+@pytest.mark.asyncio
+async def test_typing_through_a_suggestion_is_served_from_the_cache(client: LanguageClient):
+    await wait_ready(client)
+    open_doc(client)
+    line, col = end_of(TEXT)
+    first = (await complete(client, line, col)).items[0].insert_text
+    assert len(first) >= 2
+    await asyncio.sleep(1.5)  # let the background continuation finish
+    before = field(await stats(client), "decode_steps")
+    insert(client, URI, 2, line, col, first[0])
+    result = await complete(client, line, col + 1, invoked=False)
+    assert result.items[0].insert_text == first[1:]
+    s = await stats(client)
+    assert field(s, "cache_hits") >= 1
+    assert field(s, "decode_steps") == before  # no model call
+
+
+@pytest.mark.asyncio
+async def test_cancel_request_stops_the_generation(long_client: LanguageClient):
+    await wait_ready(long_client)
+    open_doc(long_client, ONES)
+    future = asyncio.ensure_future(long_client.protocol.send_request_async(  # a coroutine: start it now
+        types.TEXT_DOCUMENT_INLINE_COMPLETION, inline_params(*end_of(ONES)), msg_id="to-cancel"))
+    await asyncio.sleep(0.8)
+    long_client.protocol.notify("$/cancelRequest", types.CancelParams(id="to-cancel"))
+    with pytest.raises(Exception, match="cancel"):
+        await future
+    await asyncio.sleep(0.2)
+    steps = field(await stats(long_client), "decode_steps")
+    await asyncio.sleep(0.8)
+    s = await stats(long_client)
+    assert field(s, "decode_steps") == steps  # stopped, not decoding 400 tokens in the background
+    assert field(s, "cancelled") == 1 and field(s, "superseded") == 1
+
+
+@pytest.mark.asyncio
+async def test_a_newer_request_supersedes_the_one_in_flight(long_client: LanguageClient):
+    await wait_ready(long_client)
+    open_doc(long_client, ONES)
+    other = "file:///tmp/specfill-test/other.py"
+    open_doc(long_client, TEXT, uri=other)
+    first = asyncio.ensure_future(complete(long_client, *end_of(ONES)))
+    await asyncio.sleep(0.5)
+    second = asyncio.ensure_future(complete(long_client, *end_of(TEXT), uri=other))
+    await asyncio.wait_for(first, timeout=10)  # answers with what it had, long before 400 tokens
+    assert (await second).items
+    assert field(await stats(long_client), "superseded") >= 1
+
+
+@pytest.mark.asyncio
+async def test_completion_fallback_returns_one_item_with_a_text_edit(client: LanguageClient):
+    await wait_ready(client)
+    open_doc(client)
+    line, col = end_of(TEXT)
+    result = await client.text_document_completion_async(types.CompletionParams(
+        text_document=types.TextDocumentIdentifier(uri=URI), position=types.Position(line=line, character=col)))
+    (item,) = result.items
+    assert item.text_edit.new_text.strip() and item.text_edit.range.start == types.Position(line=line, character=col)
+    assert item.command.command == "specfill.didAccept"
+
+
+@pytest.mark.asyncio
+async def test_stats_after_a_scripted_session(client: LanguageClient):
+    await wait_ready(client)
+    open_doc(client)
+    line, col = end_of(TEXT)
+    item = (await complete(client, line, col)).items[0]
+    client.protocol.notify("specfill/didShow", {"uri": URI})
+    client.protocol.notify("specfill/didAccept", {"uri": URI, "acceptedLength": 5})
+    await client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command=item.command.command, arguments=item.command.arguments))
+    await asyncio.sleep(2.0)  # the rest of the suggestion is generated in the background
+    s = await stats(client)
+    assert field(s, "requests") == 1 and field(s, "shown") == 1 and field(s, "accepted") == 2
+    assert field(s, "accept_rate") == 2.0
+    assert field(s, "cpu_ms_per_accepted_char") > 0
+    assert field(field(s, "ttft_ms"), "p50") > 0 and field(field(s, "latency_ms"), "p99") > 0
+    assert field(field(s, "build"), "build") == "llamafile-off"
+    assert field(s, "family") == "smollm"

@@ -1,0 +1,41 @@
+"""One settings schema: camelCase on the wire, defaults on bad values, named errors."""
+
+from lsp_server.settings import Settings, parse_settings, schema, to_wire
+
+
+def test_defaults_and_camel_case_round_trip():
+    s, errors = parse_settings({"specfill": {"model": {"nCtx": 2048, "draftPath": "/d.gguf"},
+                                             "completion": {"maxTokens": 16, "multiline": "never"},
+                                             "speculation": {"method": "lookup", "maxDraft": 4},
+                                             "context": {"openFiles": False}, "logLevel": "debug"}})
+    assert errors == []
+    assert (s.model.n_ctx, s.model.draft_path, s.completion.max_tokens) == (2048, "/d.gguf", 16)
+    assert (s.completion.multiline, s.speculation.method, s.speculation.max_draft) == ("never", "lookup", 4)
+    assert s.context.open_files is False and s.log_level == "debug"
+    assert parse_settings(to_wire(s))[0] == s
+
+
+def test_invalid_values_keep_defaults_and_name_the_field():
+    s, errors = parse_settings({"completion": {"maxTokens": "many", "multiline": "sometimes", "debounceMs": -5},
+                                "model": {"nCtx": 10, "threads": True}, "speculation": {"method": "magic"},
+                                "typo": 1, "context": 3})
+    assert s == Settings()
+    text = "\n".join(errors)
+    for field in ("completion.maxTokens", "completion.multiline", "completion.debounceMs", "model.nCtx",
+                  "model.threads", "speculation.method", "typo: unknown setting", "context: expected an object"):
+        assert field in text
+
+
+def test_non_object_settings_are_reported():
+    assert parse_settings(None) == (Settings(), [])
+    assert parse_settings([1, 2])[1] == ["settings: expected an object"]
+    assert parse_settings({"specfill": 5})[1] == ["specfill: expected an object"]
+
+
+def test_schema_lists_every_setting_with_type_default_and_description():
+    sch = schema()
+    assert sch["specfill.model.nCtx"] == {"type": "integer", "default": 4096, "description": "context length in tokens",
+                                          "minimum": 256, "maximum": 131072}
+    assert sch["specfill.speculation.method"]["enum"] == ["auto", "lookup", "draft", "off"]
+    assert sch["specfill.context.openFiles"]["type"] == "boolean"
+    assert len(sch) == 12 and all(v["description"] for v in sch.values())
