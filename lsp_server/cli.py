@@ -73,8 +73,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     try:
         return bench(args.workload, args.model, args.draft_model, args.modes, args.max_tokens,
-                     args.prompt_tokens, args.n_ctx, args.threads, args.json)
+                     args.prompt_tokens, args.n_ctx, args.threads, args.json, args.max_draft)
     except (ModelError, ValueError, OSError) as exc:
+        print(f"specfill: {exc}", file=sys.stderr)
+        return 2
+
+
+def cmd_bench_lsp(args: argparse.Namespace) -> int:
+    from lsp_server.bench_lsp import main as bench_lsp
+
+    try:
+        return bench_lsp(args.workload, args.key_ms, args.json)
+    except (ValueError, OSError) as exc:
         print(f"specfill: {exc}", file=sys.stderr)
         return 2
 
@@ -115,9 +125,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--modes", default="plain,anchor,lookup,draft,auto")
     p.add_argument("--max-tokens", type=int, default=48)
     p.add_argument("--prompt-tokens", type=int, default=1024, help="prompt budget in tokens")
+    p.add_argument("--max-draft", type=int, default=16, help="most drafted tokens a step (speculation.maxDraft)")
     p.add_argument("--n-ctx", type=int, default=4096)
     p.add_argument("--threads", type=int, default=0, help="0 = all cores")
     p.add_argument("--json")
     p.set_defaults(func=cmd_bench)
+    p = sub.add_parser("bench-lsp", help="type workload cases into the real server; latency and usefulness")
+    p.add_argument("--workload", required=True, help="JSONL file from `specfill workload`")
+    p.add_argument("--key-ms", type=float, default=80.0, help="pause between keystrokes")
+    p.add_argument("--json")
+    p.set_defaults(func=cmd_bench_lsp)
     args = parser.parse_args(argv)
     return args.func(args)

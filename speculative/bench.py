@@ -81,7 +81,7 @@ def first_difference(a: list[int], b: list[int]) -> int:
 
 
 def run(workload: str, model: str | None, draft_model: str | None, modes: list[str], max_tokens: int,
-        prompt_budget: int, n_ctx: int, threads: int) -> dict:
+        prompt_budget: int, n_ctx: int, threads: int, max_draft: int = 16) -> dict:
     cases = load_workload(workload)
     unknown = [m for m in modes if m not in MODES]
     if unknown:
@@ -118,7 +118,7 @@ def run(workload: str, model: str | None, draft_model: str | None, modes: list[s
         for mode in ours[turn:] + ours[:turn]:
             reset_peak()
             r = engine.generate(ids, max_tokens=max_tokens, stop=parts.stop, drafter=drafters[mode],
-                                costs=costs, extra_sources=extra, trace=(mode == "plain"))
+                                costs=costs, extra_sources=extra, max_draft=max_draft, trace=(mode == "plain"))
             s = stats[mode]
             s.add(r.text, r.tokens, r.ttft_ms, r.total_ms)
             s.drafted += r.drafted
@@ -176,7 +176,7 @@ def run(workload: str, model: str | None, draft_model: str | None, modes: list[s
         "model": path.name, "draft_model": (Path(draft_model).name if draft_model else
                                             (path.name if drafter_model else None)),
         "workload": workload, "n_cases": len(cases), "family": family, "build": build,
-        "threads": threads, "max_tokens": max_tokens, "prompt_tokens": prompt_budget,
+        "threads": threads, "max_tokens": max_tokens, "prompt_tokens": prompt_budget, "max_draft": max_draft,
         "verify_ms": {str(k): round(v, 2) for k, v in costs.verify_ms.items()},
         "model_file_mb": path.stat().st_size / 2**20,
         "modes": report_modes,
@@ -202,11 +202,11 @@ def print_table(report: dict) -> None:
 
 
 def main(workload: str, model: str | None, draft_model: str | None, modes: str, max_tokens: int,
-         prompt_budget: int, n_ctx: int, threads: int, json_out: str | None) -> int:
+         prompt_budget: int, n_ctx: int, threads: int, json_out: str | None, max_draft: int = 16) -> int:
     t0 = time.perf_counter()
     threads = threads or os.cpu_count() or 1
     report = run(workload, model, draft_model, [m.strip() for m in modes.split(",") if m.strip()],
-                 max_tokens, prompt_budget, n_ctx, threads)
+                 max_tokens, prompt_budget, n_ctx, threads, max_draft)
     report["wall_s"] = time.perf_counter() - t0
     print_table(report)
     if json_out:

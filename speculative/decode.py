@@ -21,6 +21,10 @@ import numpy as np
 from speculative.cost_model import CostModel
 
 
+class Cancelled(Exception):
+    """A prefill stopped by its cancel flag; the part already evaluated stays in the cache."""
+
+
 @dataclass
 class GenerationResult:
     text: str
@@ -96,7 +100,10 @@ def generate(engine, prompt: Sequence[int], *, max_tokens: int = 64, stop: Seque
     max_tokens = max(1, min(max_tokens, engine.n_ctx // 2))  # room for the prompt
     prompt = list(prompt)[-(engine.n_ctx - max_tokens - 1):]
     rng = np.random.default_rng(seed) if temperature > 0 else None
-    logits, reused = engine.prefill(prompt)
+    try:
+        logits, reused = engine.prefill(prompt, cancel)
+    except Cancelled:  # superseded while reading a long prompt: nothing generated, progress kept
+        return GenerationResult("", [], "cancelled", len(prompt), 0, 0.0, (time.perf_counter() - t0) * 1000, 0)
     steps0 = engine.decode_steps
     # prompt + emitted tokens, for the drafter's lookups
     seq = np.empty(len(prompt) + max_tokens + 1, dtype=np.int32)

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import ctypes
 import os
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 import llama_cpp
 import numpy as np
 
-from speculative.decode import GenerationResult, generate
+from speculative.decode import Cancelled, GenerationResult, generate
 from speculative.model_file import ModelError, check_gguf
 
 SEQ = 0
@@ -36,7 +37,7 @@ class Engine:
     """A loaded model with one context; not thread-safe: use it from one worker thread."""
 
     def __init__(self, path: str | Path, n_ctx: int = 4096, n_threads: int | None = None,
-                 n_batch: int = 512, n_ubatch: int = 128) -> None:
+                 n_batch: int = 128, n_ubatch: int = 128) -> None:
         self.path = Path(path)
         check_gguf(self.path)
         mparams = llama_cpp.llama_model_default_params()
@@ -147,13 +148,17 @@ class Engine:
         ptr = llama_cpp.llama_get_logits_ith(self._ctx, i)
         return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).copy()
 
-    def eval(self, tokens: Sequence[int], want_rows: Sequence[int] = ()) -> list[np.ndarray]:
-        """Append `tokens` after what the cache holds; return logits for rows `want_rows`."""
+    def eval(self, tokens: Sequence[int], want_rows: Sequence[int] = (),
+             cancel: threading.Event | None = None) -> list[np.ndarray]:
+        """Append `tokens` after what the cache holds; return logits for rows `want_rows`.
+        `cancel` is checked between chunks: what was evaluated stays cached for the next request."""
         if len(self.cached) + len(tokens) > self.n_ctx:
             raise ModelError(f"context full: {len(self.cached)}+{len(tokens)} > n_ctx {self.n_ctx}")
         wanted = set(want_rows)
         rows: list[np.ndarray] = []
         for start in range(0, len(tokens), self.n_batch):
+            if cancel is not None and cancel.is_set():
+                raise Cancelled(f"cancelled after {start} of {len(tokens)} prompt tokens")
             chunk = tokens[start:start + self.n_batch]
             b = self._batch
             b.n_tokens = len(chunk)
@@ -187,7 +192,7 @@ class Engine:
         llama_cpp.llama_memory_clear(self._mem, True)
         self.cached.clear()
 
-    def prefill(self, prompt: Sequence[int]) -> tuple[np.ndarray, int]:
+    def prefill(self, prompt: Sequence[int], cancel: threading.Event | None = None) -> tuple[np.ndarray, int]:
         """Make the cache hold `prompt`; return the last token's logits and tokens reused."""
         if not prompt:
             raise ValueError("empty prompt")
@@ -197,7 +202,7 @@ class Engine:
             common += 1
         self.truncate(common)
         rest = list(prompt[common:])
-        (logits,) = self.eval(rest, want_rows=[len(rest) - 1])
+        (logits,) = self.eval(rest, want_rows=[len(rest) - 1], cancel=cancel)
         return logits, common
 
     # -- generation ---------------------------------------------------------------

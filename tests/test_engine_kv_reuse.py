@@ -74,3 +74,37 @@ def test_prompt_longer_than_context_keeps_its_end(engine):
     assert len(prompt) > engine.n_ctx
     r = engine.generate(prompt, max_tokens=4)
     assert r.n_prompt == engine.n_ctx - 5
+
+
+def test_cancel_during_a_long_prefill_keeps_what_was_read(engine):
+    prompt = engine.tokenize(CODE)[:700]
+    engine.reset()
+    cancel = threading.Event()
+    calls = []
+    original = engine.eval
+
+    def eval_then_cancel(tokens, want_rows=(), cancel=None):
+        calls.append(len(tokens))
+        return original(tokens, want_rows, cancel)
+
+    engine.eval = eval_then_cancel
+    try:
+        cancel.set()
+        r = engine.generate(prompt, max_tokens=8, cancel=cancel)
+        assert r.stop_reason == "cancelled" and r.tokens == []
+        assert engine.cached == []  # cancelled before the first chunk
+        # a flag set between chunks stops there; the chunks read stay cached
+        cancel.clear()
+        steps = engine.decode_steps
+        timer = threading.Timer(0.3, cancel.set)
+        timer.start()
+        r = engine.generate(prompt, max_tokens=8, cancel=cancel)
+        timer.join()
+        assert r.stop_reason == "cancelled"
+        assert 0 < len(engine.cached) < len(prompt) and engine.cached == prompt[: len(engine.cached)]
+        assert engine.decode_steps - steps == len(engine.cached) // engine.n_batch
+        kept = len(engine.cached)
+        resumed = engine.generate(prompt, max_tokens=8)
+        assert resumed.n_reused == kept  # the next request goes on from there
+    finally:
+        del engine.eval

@@ -42,11 +42,31 @@ def test_acceptance_is_learned_per_match_length_even_when_nothing_is_drafted():
     pattern = list(range(100, 120))
     seq = np.array(pattern * 3, dtype=np.int32)
     lookup.begin([])
-    prior = lookup.acceptance.p("n16+3")
+    prior = lookup.runs.ps("n16+3", 4)
     for n in range(41, len(seq)):
         assert lookup.propose(seq[:n], 8, never) is None
-    assert lookup.acceptance.p("n16+3") > prior  # the repeats were predicted right
-    assert lookup.acceptance.steps > 0
+    learned = lookup.runs.ps("n16+3", 4)
+    assert all(a > b for a, b in zip(learned, prior, strict=True))  # the repeats were predicted right
+    assert lookup.scored > 0
+
+
+def test_run_lengths_learn_where_copied_regions_end():
+    lookup = PromptLookup()
+    never = CostModel({1: 1.0, 32: 1000.0})
+    # a 12-token block repeated with a different token after its 4th token each time
+    block = list(range(200, 212))
+    seq = []
+    for r in range(12):
+        seq += block[:4] + [300 + r] + block[5:]
+    seq = np.array(seq, dtype=np.int32)
+    lookup.begin([])
+    for n in range(24, len(seq)):
+        lookup.propose(seq[:n], 8, never)
+    for bucket in lookup.runs.at_risk:
+        at_risk, kept = lookup.runs.at_risk[bucket], lookup.runs.kept[bucket]
+        assert (kept <= at_risk).all()
+    ps = {b: lookup.runs.ps(b, 8) for b in lookup.runs.at_risk if lookup.runs.at_risk[b].sum() > 5}
+    assert ps and any(min(p) < 0.5 < max(p) for p in ps.values())  # sure at first, not past the change
 
 
 def test_lookup_proposes_once_confident_and_cost_model_allows():

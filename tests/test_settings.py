@@ -39,3 +39,13 @@ def test_schema_lists_every_setting_with_type_default_and_description():
     assert sch["specfill.speculation.method"]["enum"] == ["auto", "lookup", "draft", "off"]
     assert sch["specfill.context.openFiles"]["type"] == "boolean"
     assert len(sch) == 12 and all(v["description"] for v in sch.values())
+
+
+def test_readme_documents_every_setting_with_its_default():
+    from pathlib import Path
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    for name, entry in schema().items():
+        d = entry["default"]
+        default = f'"{d}"' if isinstance(d, str) else str(d).lower()
+        assert f"| `{name.removeprefix('specfill.')}` | `{default}` |" in readme, name

@@ -1,0 +1,32 @@
+"""`specfill bench-lsp` types cases into the real server and reports latency and usefulness."""
+
+import json
+import subprocess
+import sys
+
+from lsp_server.bench_lsp import continues
+
+
+def test_continues_judges_the_first_line_against_what_is_typed_next():
+    assert continues("side ** 2", "side ** 2")
+    assert continues("side", "side ** 2")  # a shorter suggestion that is right so far
+    assert continues("side ** 2\nreturn", "side ** 2")
+    assert not continues("radius", "side ** 2")
+    assert not continues("  ", "side")
+
+
+def test_bench_lsp_reports_the_schema_with_no_errors(tmp_path):
+    work = tmp_path / "w.jsonl"
+    case = {"id": "c1", "path": "shapes.py", "kind": "fim", "middle": "side ** 2",
+            "prefix": "import math\n\n\ndef area_of_square(side):\n    return ", "suffix": "\n"}
+    work.write_text(json.dumps(case) + "\n")
+    out = tmp_path / "r.json"
+    proc = subprocess.run([sys.executable, "-m", "lsp_server", "bench-lsp", "--workload", str(work), "--key-ms", "60",
+                           "--json", str(out)], check=False, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    assert set(report["latency_ms"]) == {"p50", "p95", "p99"}
+    assert report["keystrokes"] == len(case["middle"]) and report["answered"] == report["keystrokes"]
+    assert report["errors"] == 0
+    assert 0 <= report["cache_hit_rate"] <= 1 and 0 <= report["useful"] <= 1
+    assert report["server"]["build"] == "llamafile-off"
