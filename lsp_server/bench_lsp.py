@@ -19,7 +19,7 @@ from pathlib import Path
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
-from speculative.bench import pct
+from speculative.percentile import pct
 from speculative.workload import load_workload
 
 

@@ -6,22 +6,13 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
+from speculative.percentile import pct
+
 WINDOW = 1000  # latencies kept for percentiles: recent behaviour, bounded memory
 
 
 def percentiles(values, qs=(0.5, 0.95, 0.99)) -> dict[str, float]:
-    ordered = sorted(values)
-    out = {}
-    for q in qs:
-        key = f"p{round(q * 100)}"
-        if not ordered:
-            out[key] = 0.0
-            continue
-        pos = q * (len(ordered) - 1)
-        lo = int(pos)
-        hi = min(lo + 1, len(ordered) - 1)
-        out[key] = ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
-    return out
+    return {f"p{round(q * 100)}": pct(values, q) for q in qs}
 
 
 @dataclass

@@ -10,11 +10,7 @@ from pathlib import Path
 from speculative.build_info import build_info
 from speculative.engine import Engine
 from speculative.model_file import resolve_model_path
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+from speculative.percentile import pct
 
 
 def run(model: str | None, source: Path, n_tokens: int, repeat: int) -> dict:
@@ -40,7 +36,7 @@ def run(model: str | None, source: Path, n_tokens: int, repeat: int) -> dict:
     return {
         "model": engine.path.name, "prompt_tokens": n_tokens, "build": build_info(),
         "cold_ms": {"p50": statistics.median(cold), "min": min(cold)},
-        "warm_ttft_ms": {"p50": statistics.median(warm), "p95": _pct(warm, 0.95), "max": max(warm)},
+        "warm_ttft_ms": {"p50": statistics.median(warm), "p95": pct(warm, 0.95), "max": max(warm)},
         "warm_tokens_evaluated": {"mean": statistics.mean(reeval), "max": max(reeval)},
         "n_warm": len(warm),
     }
