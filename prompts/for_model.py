@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prompts.fit import fit_prompt
+from prompts.fit import PromptError, fit_prompt
 from prompts.templates import PromptParts, detect_family
 
 
@@ -15,6 +15,15 @@ def family_for(engine) -> str:
 
 
 def prompt_tokens(engine, parts: PromptParts, budget: int, suffix_share: float = 0.25) -> list[int]:
-    """Token ids of `parts` within `budget`; plain text never turns into control tokens."""
-    return fit_prompt(parts, lambda s: engine.tokenize(s, parse_special=False), engine.prompt_special_id,
-                      budget, suffix_share)
+    """Token ids of `parts` within `budget`; plain text never turns into control tokens. Models
+    trained with a BOS token (Gemma) get it first, which also makes an empty file a prompt."""
+    bos = engine.bos_for_prompt()
+    lead = [bos] if bos is not None else []
+    try:
+        ids = fit_prompt(parts, lambda s: engine.tokenize(s, parse_special=False), engine.prompt_special_id,
+                         budget - len(lead), suffix_share)
+    except PromptError:
+        if not lead:
+            raise
+        ids = []
+    return lead + ids

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from prompts import build_prompt, family_for, prompt_tokens
+from prompts import PromptError, build_prompt, family_for, prompt_tokens
 from speculative.build_info import build_info
 from speculative.cost_model import load_cost_model
 from speculative.drafters import Auto, DraftModel, PromptLookup
@@ -96,10 +96,16 @@ def run(workload: str, model: str | None, draft_model: str | None, modes: list[s
     gaps: dict[int, list[float]] = {}  # case -> plain's top-2 logit gap per token, where needed
     prompts: list[tuple[list[int], tuple[str, ...]]] = []
     total_runs = len(cases) * len(modes)
+    skipped: list[str] = []
     done = 0
     for case in cases:
         parts = build_prompt(family, case["prefix"], case["suffix"], case["path"])
-        ids = prompt_tokens(engine, parts, prompt_budget)
+        try:
+            ids = prompt_tokens(engine, parts, prompt_budget)
+        except PromptError as exc:  # e.g. an empty file for a model without BOS: nothing to go on
+            skipped.append(f"{case['id']}: {exc}")
+            total_runs -= len(modes)
+            continue
         extra = [engine.tokenize(case["suffix"][:4000], parse_special=False)]
         prompts.append((ids, parts.stop))
         engine.prefill(ids)  # untimed: every mode starts from the same warm cache
@@ -147,7 +153,7 @@ def run(workload: str, model: str | None, draft_model: str | None, modes: list[s
     for mode in modes:
         s = stats[mode]
         rate = s.decode_tokens / s.decode_ms * 1000 if s.decode_ms else 0.0
-        identical = sum(a == b for a, b in zip(s.texts, plain.texts, strict=True)) / max(1, len(cases))
+        identical = sum(a == b for a, b in zip(s.texts, plain.texts, strict=True)) / max(1, len(prompts))
         unexplained = 0
         for i, (text, toks) in enumerate(zip(s.texts, s.tokens, strict=True)):
             if text != plain.texts[i]:
@@ -170,7 +176,7 @@ def run(workload: str, model: str | None, draft_model: str | None, modes: list[s
     report = {
         "model": path.name, "draft_model": (Path(draft_model).name if draft_model else
                                             (path.name if drafter_model else None)),
-        "workload": workload, "n_cases": len(cases), "family": family, "build": build,
+        "workload": workload, "n_cases": len(prompts), "skipped": skipped, "family": family, "build": build,
         "threads": threads, "max_tokens": max_tokens, "prompt_tokens": prompt_budget, "max_draft": max_draft,
         "verify_ms": {str(k): round(v, 2) for k, v in costs.verify_ms.items()},
         "model_file_mb": path.stat().st_size / 2**20,

@@ -123,6 +123,13 @@ class Engine:
                  "fim_mid": lc.llama_vocab_fim_mid(v)}
         return {k: int(t) for k, t in named.items() if 0 <= t < self.n_vocab}
 
+    def bos_for_prompt(self) -> int | None:
+        """The BOS id when the model expects prompts to start with it (GGUF add_bos_token)."""
+        if not llama_cpp.llama_vocab_get_add_bos(self._vocab):
+            return None
+        bos = llama_cpp.llama_vocab_bos(self._vocab)
+        return int(bos) if 0 <= bos < self.n_vocab else None
+
     def token_text(self, token: int) -> str:
         """A token's text as the vocabulary spells it (special tokens included)."""
         return llama_cpp.llama_vocab_get_text(self._vocab, token).decode("utf-8", errors="replace")

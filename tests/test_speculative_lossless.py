@@ -155,3 +155,18 @@ def test_draft_with_another_vocabulary_is_a_clear_error(engine, gemma_path):
 
 def test_same_vocabulary_passes_the_check(engine, self_draft):
     check_same_vocab(engine, self_draft.engine)
+
+
+def test_models_that_want_bos_get_it_and_an_empty_file_is_a_prompt(engine, gemma_path):
+    from prompts import build_prompt, family_for, prompt_tokens
+
+    gemma = Engine(gemma_path, n_ctx=512)
+    try:
+        bos = gemma.bos_for_prompt()
+        assert bos is not None
+        assert prompt_tokens(gemma, build_prompt(family_for(gemma), "", "", "a.py"), 64) == [bos]
+        ids = prompt_tokens(gemma, build_prompt(family_for(gemma), "x = 1\n", "", "a.py"), 64)
+        assert ids[0] == bos and len(ids) > 1
+        assert engine.bos_for_prompt() is None  # SmolLM2 is trained without one
+    finally:
+        gemma.close()
