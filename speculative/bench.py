@@ -131,7 +131,8 @@ def run(workload: str, model: str | None, draft_model: str | None, modes: list[s
             reset_peak()
             anchor_engine = Anchor(path, n_ctx, threads)
             for ids, stop in prompts:
-                anchor_engine.warm(ids[:-1])  # as warm as ours: the last prompt token is evaluated
+                if len(ids) > 1:
+                    anchor_engine.warm(ids[:-1])  # as warm as ours: the last prompt token is evaluated
                 text, ttft, total, _ = anchor_engine.generate(ids, max_tokens, stop)
                 stats["anchor"].add(text, engine.tokenize(text, parse_special=False), ttft, total)
                 done += 1
