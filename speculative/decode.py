@@ -96,6 +96,8 @@ def generate(engine, prompt: Sequence[int], *, max_tokens: int = 64, stop: Seque
              temperature: float = 0.0, seed: int = 0, extra_sources: Sequence[Sequence[int]] = (),
              max_draft: int = 31, trace: bool = False) -> GenerationResult:
     """Generate from `prompt` on `engine`; with a drafter, verify its drafts in batches."""
+    if drafter is not None and costs is None:
+        raise ValueError("speculation needs a cost model (speculative.cost_model.load_cost_model)")
     t0 = time.perf_counter()
     max_tokens = max(1, min(max_tokens, engine.n_ctx // 2))  # room for the prompt
     prompt = list(prompt)[-(engine.n_ctx - max_tokens - 1):]
