@@ -84,7 +84,7 @@ class Pipeline:
     def _finish(self, at: Position, text: str, settings: Settings) -> Suggestion | None:
         line_suffix, _, below = at.suffix.partition("\n")
         s = postprocess(text, line_suffix, below.split("\n"), at.prefix.rsplit("\n", 1)[-1],
-                        settings.completion.multiline)
+                        settings.completion.multiline, at.path.lower().endswith((".md", ".markdown")))
         return s if s.text else None
 
     async def _suggest(self, at: Position, settings: Settings, invoked: bool,

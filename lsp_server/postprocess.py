@@ -42,10 +42,13 @@ def drop_repeated_lines(lines: list[str]) -> list[str]:
 
 
 def postprocess(text: str, line_suffix: str, next_lines: list[str], line_prefix: str = "",
-                multiline: str = "auto") -> Suggestion:
+                multiline: str = "auto", markdown: bool = False) -> Suggestion:
     """Trim a raw completion: single line mid-line, no repeat of the suffix or the lines
     below, no looping lines, stay in the cursor's indentation scope, replace trailing
-    closing brackets that the suggestion retypes, never whitespace-only."""
+    closing brackets that the suggestion retypes, never whitespace-only, and no markdown
+    code fence in a code file (chat-tuned models such as SmolLM2-Instruct start one)."""
+    if not markdown and text.lstrip().startswith("```"):
+        return Suggestion("")
     replace = 0
     if wants_single_line(line_suffix, multiline):
         text = text.split("\n", 1)[0]

@@ -40,3 +40,9 @@ def test_closing_brackets_after_the_cursor_are_replaced_when_retyped():
 def test_never_whitespace_only():
     assert postprocess("   \n\n", "", []).text == ""
     assert postprocess("  ", "x", []).text == ""
+
+
+def test_no_markdown_fence_in_a_code_file():
+    assert postprocess("```python\nx = 1", "", []).text == ""
+    assert postprocess("  ```", "", []).text == ""
+    assert postprocess("```python", "", [], markdown=True).text == "```python"
