@@ -26,7 +26,6 @@ class Position:
     path: str
     prefix: str
     suffix: str
-    version: int = 0
 
 
 def first_complete_line(text: str) -> str | None:

@@ -11,6 +11,7 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
 from lsp_server.pipeline import Pipeline, Position
+from lsp_server.postprocess import Suggestion
 from lsp_server.settings import Settings, parse_settings
 from lsp_server.worker import ModelWorker
 from prompts import ContextFile
@@ -139,7 +140,17 @@ def _position(ls: SpecfillServer, uri: str, pos: types.Position) -> Position | N
             return None
         offset = doc.offset_at_position(pos)
     source = doc.source
-    return Position(uri, doc.path or uri, source[:offset], source[offset:], doc.version or 0)
+    return Position(uri, doc.path or uri, source[:offset], source[offset:])
+
+
+def _replaced(pos: types.Position, suggestion: Suggestion) -> types.Range:
+    """The cursor, widened over the closing brackets that the suggestion retypes."""
+    return types.Range(start=pos, end=types.Position(line=pos.line, character=pos.character + suggestion.replace_chars))
+
+
+def _accept_command(at: Position, suggestion: Suggestion) -> types.Command:
+    return types.Command(title="specfill: accepted", command=ACCEPT_COMMAND,
+                         arguments=[{"uri": at.uri, "length": len(suggestion.text)}])
 
 
 @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
@@ -150,12 +161,9 @@ async def inline_completion(ls: SpecfillServer, params: types.InlineCompletionPa
     suggestion = await ls.pipeline.suggest(at, ls.settings, invoked, ls.tell) if at else None
     if suggestion is None:
         return types.InlineCompletionList(items=[])
-    pos = params.position
-    end = types.Position(line=pos.line, character=pos.character + suggestion.replace_chars)
     return types.InlineCompletionList(items=[types.InlineCompletionItem(
-        insert_text=suggestion.text, range=types.Range(start=pos, end=end),
-        command=types.Command(title="specfill: accepted", command=ACCEPT_COMMAND,
-                              arguments=[{"uri": at.uri, "length": len(suggestion.text)}]))])
+        insert_text=suggestion.text, range=_replaced(params.position, suggestion),
+        command=_accept_command(at, suggestion))])
 
 
 @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=[".", "(", " "]))
@@ -165,15 +173,12 @@ async def completion(ls: SpecfillServer, params: types.CompletionParams) -> type
     suggestion = await ls.pipeline.suggest(at, ls.settings, True, ls.tell) if at else None
     if suggestion is None:
         return types.CompletionList(is_incomplete=True, items=[])
-    pos = params.position
-    end = types.Position(line=pos.line, character=pos.character + suggestion.replace_chars)
     label = suggestion.text.split("\n", 1)[0].strip()[:60] or suggestion.text.strip()[:60]
     return types.CompletionList(is_incomplete=True, items=[types.CompletionItem(
         label=label, kind=types.CompletionItemKind.Text, detail="specfill", sort_text="0",
         filter_text=at.prefix.rsplit("\n", 1)[-1].lstrip() + suggestion.text,
-        text_edit=types.TextEdit(range=types.Range(start=pos, end=end), new_text=suggestion.text),
-        command=types.Command(title="specfill: accepted", command=ACCEPT_COMMAND,
-                              arguments=[{"uri": at.uri, "length": len(suggestion.text)}]))])
+        text_edit=types.TextEdit(range=_replaced(params.position, suggestion), new_text=suggestion.text),
+        command=_accept_command(at, suggestion))])
 
 
 @server.command(ACCEPT_COMMAND)

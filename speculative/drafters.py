@@ -24,7 +24,6 @@ MAX_NGRAM = 32  # match lengths counted up to this
 class Draft:
     tokens: list[int]
     bucket: str  # which acceptance estimate it was chosen with
-    p: float
 
 
 @dataclass
@@ -39,8 +38,6 @@ class Acceptance:
     weight: float = 3.0
     wins: dict[str, float] = field(default_factory=dict)
     losses: dict[str, float] = field(default_factory=dict)
-    proposed: int = 0
-    accepted: int = 0
     steps: int = 0
 
     def p(self, bucket: str) -> float:
@@ -52,8 +49,6 @@ class Acceptance:
     def update(self, bucket: str, proposed: int, accepted: int) -> None:
         self.wins[bucket] = self.wins.get(bucket, 0.0) + accepted
         self.losses[bucket] = self.losses.get(bucket, 0.0) + (1 if accepted < proposed else 0)
-        self.proposed += proposed
-        self.accepted += accepted
         self.steps += 1
 
 
@@ -210,7 +205,7 @@ class PromptLookup:
         self._open.append(_Open(len(seq), cont, bucket))
         ps = self.runs.ps(bucket, min(k_cap, cont.size))
         k = costs.choose(ps)
-        return Draft([int(t) for t in cont[:k]], bucket, ps[0]) if k else None
+        return Draft([int(t) for t in cont[:k]], bucket) if k else None
 
     def feedback(self, draft: Draft, accepted: int) -> None:
         pass  # scored token by token in _score, drafted or not
@@ -266,7 +261,7 @@ class DraftModel:
             out.append(int(np.argmax(logits)))
         ms = (time.perf_counter() - t0) * 1000 / k
         self.ms_per_token = 0.8 * self.ms_per_token + 0.2 * ms
-        return Draft(out, "model", p)
+        return Draft(out, "model")
 
     def feedback(self, draft: Draft, accepted: int) -> None:
         self.acceptance.update(draft.bucket, len(draft.tokens), accepted)

@@ -48,7 +48,7 @@ class GarbageDrafter:
 
     def propose(self, seq, k_cap, costs):
         k = min(self.k, k_cap)
-        return Draft([int(t) for t in self.rng.integers(100, 40000, size=k)], "garbage", 0.5) if k else None
+        return Draft([int(t) for t in self.rng.integers(100, 40000, size=k)], "garbage") if k else None
 
     def feedback(self, draft, accepted):
         pass
