@@ -1,4 +1,4 @@
-"""The `specfill` command: serve, complete, demo."""
+"""The `specfill` command: serve, complete, demo, benches, check, schema."""
 
 from __future__ import annotations
 
@@ -10,7 +10,10 @@ from pathlib import Path
 def cmd_serve(args: argparse.Namespace) -> int:
     from lsp_server.server import server
 
-    server.start_io()
+    try:
+        server.start_io()
+    finally:
+        server.worker.stop()  # the editor went away: end a cost profile now, not at its end
     return 0
 
 
@@ -89,6 +92,37 @@ def cmd_bench_lsp(args: argparse.Namespace) -> int:
         return 2
 
 
+def cmd_check(args: argparse.Namespace) -> int:
+    """What an editor's health check needs: the model file is there and the build loads."""
+    from speculative.build_info import build_info
+    from speculative.model_file import ModelError, check_gguf, resolve_model_path
+
+    try:
+        path = resolve_model_path(args.model or "")
+        check_gguf(path)
+    except ModelError as exc:
+        print(f"specfill: {exc}", file=sys.stderr)
+        return 2
+    info = build_info()
+    print(f"model {path} ({path.stat().st_size / 1e6:.0f} MB)")
+    print("llama-cpp-python " + ", ".join(f"{k} {v}" for k, v in info.items()))
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    import json
+
+    from lsp_server import schema_export
+    from lsp_server.settings import schema
+
+    if args.write:
+        for path in schema_export.write():
+            print(f"updated {path}")
+        return 0
+    print(json.dumps(schema(), indent=2))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="specfill", description="Inline code completion from local GGUF models.")
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -135,5 +169,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--key-ms", type=float, default=80.0, help="pause between keystrokes")
     p.add_argument("--json")
     p.set_defaults(func=cmd_bench_lsp)
+    p = sub.add_parser("check", help="check the model file and the llama.cpp build (editor health checks)")
+    p.add_argument("--model", help="GGUF path or packaged name (default: the embedded SmolLM2-135M)")
+    p.set_defaults(func=cmd_check)
+    p = sub.add_parser("schema", help="print the settings schema as JSON; --write regenerates the editors' copies")
+    p.add_argument("--write", action="store_true")
+    p.set_defaults(func=cmd_schema)
     args = parser.parse_args(argv)
     return args.func(args)

@@ -86,8 +86,15 @@ class Pipeline:
                         settings.completion.multiline, at.path.lower().endswith((".md", ".markdown")))
         return s if s.text else None
 
+    def reset(self) -> None:
+        """New settings: suggestions cached under the old ones (length, multiline) are stale."""
+        self.cache = TypeThroughCache()
+        self._inflight.clear()  # running generations finish, but no new request joins them
+
     async def _suggest(self, at: Position, settings: Settings, invoked: bool,
                        tell: Callable[[str], None]) -> Suggestion | None:
+        if not settings.completion.enable:
+            return None
         rest = self.cache.lookup(at.uri, at.prefix, at.suffix)
         if rest is not None and (s := self._finish(at, rest, settings)) is not None:
             self.stats.cache_hits += 1

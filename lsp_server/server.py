@@ -46,6 +46,7 @@ class SpecfillServer(LanguageServer):
         for err in errors:
             self.tell(f"invalid setting {err} ({source})", types.MessageType.Warning)
         self.settings = settings
+        self.pipeline.reset()
         logging.getLogger().setLevel(settings.log_level.upper())
         if self.worker.needs_reload(settings) and source != "initialize":
             asyncio.ensure_future(self.reload())
@@ -168,7 +169,11 @@ async def inline_completion(ls: SpecfillServer, params: types.InlineCompletionPa
 
 @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=[".", "(", " "]))
 async def completion(ls: SpecfillServer, params: types.CompletionParams) -> types.CompletionList:
-    """For clients without inline completion: the suggestion as one item with a textEdit."""
+    """For clients without inline completion: the suggestion as one item with a textEdit.
+    Clients with inline completion get nothing here, or they would show it twice."""
+    caps = ls.client_capabilities.text_document
+    if caps is not None and caps.inline_completion is not None:
+        return types.CompletionList(is_incomplete=False, items=[])
     at = _position(ls, params.text_document.uri, params.position)
     suggestion = await ls.pipeline.suggest(at, ls.settings, True, ls.tell) if at else None
     if suggestion is None:

@@ -34,6 +34,7 @@ class SpeculationSettings:
 
 @dataclass(kw_only=True)
 class CompletionSettings:
+    enable: bool = _opt(True, "show suggestions; the editors' toggle command flips it")
     max_tokens: int = _opt(48, "longest suggestion, in tokens", lo=1, hi=4096)
     debounce_ms: int = _opt(40, "wait after a keystroke before asking the model", lo=0, hi=5000)
     budget_ms: int = _opt(2000, "wall-clock budget of one generation", lo=10, hi=60000)
@@ -48,11 +49,18 @@ class ContextSettings:
 
 
 @dataclass(kw_only=True)
+class ServerSettings:
+    path: str = _opt("", "the specfill executable the editors start; empty = `specfill` on PATH "
+                         "(read by the editors, not the server)")
+
+
+@dataclass(kw_only=True)
 class Settings:
     model: ModelSettings = field(default_factory=ModelSettings)
     speculation: SpeculationSettings = field(default_factory=SpeculationSettings)
     completion: CompletionSettings = field(default_factory=CompletionSettings)
     context: ContextSettings = field(default_factory=ContextSettings)
+    server: ServerSettings = field(default_factory=ServerSettings)
     log_level: str = _opt("info", "server log level", choices=("error", "warning", "info", "debug"))
 
 
@@ -101,8 +109,12 @@ def _fill(obj: Any, data: dict, where: str, errors: list[str]) -> None:
 def parse_settings(data: Any) -> tuple[Settings, list[str]]:
     """Settings from wire data; invalid fields keep their defaults and are named in errors."""
     settings, errors = Settings(), []
+    if data == []:  # Lua clients send an empty table as an empty array
+        data = {}
     if isinstance(data, dict):
         section = data.get("specfill", data)
+        if section == []:
+            section = {}
         if isinstance(section, dict):
             _fill(settings, section, "", errors)
         else:

@@ -39,6 +39,7 @@ class ModelWorker:
     def __init__(self) -> None:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="specfill-model")
         self._cancel = threading.Event()
+        self._stop = threading.Event()  # shutting down: a cost profile in progress ends early
         self.engine: Engine | None = None
         self.draft: DraftModel | None = None
         self.costs: CostModel | None = None
@@ -46,8 +47,13 @@ class ModelWorker:
         self.family = "prefix-only"
         self.error: str | None = None
         self.warning: str | None = None  # a problem that still lets the target serve
-        self.loading = False
-        self._loaded_key: tuple | None = None
+        self._loads = 0  # submitted and not finished; requests get nothing while > 0
+        self._loads_lock = threading.Lock()
+        self._wanted_key: tuple | None = None  # of the latest load asked for
+
+    @property
+    def loading(self) -> bool:
+        return self._loads > 0
 
     @property
     def state(self) -> str:
@@ -61,19 +67,28 @@ class ModelWorker:
         return (m.path, m.draft_path, m.n_ctx, m.threads)
 
     def needs_reload(self, settings: Settings) -> bool:
-        return self._key(settings) != self._loaded_key
+        """Settings that ask for other models than the last load did (done or queued)."""
+        return self._key(settings) != self._wanted_key
 
     def load(self, settings: Settings) -> Future[str]:
         """Load (or reload) the models; the future's result is the path loaded."""
-        self.loading = True
+        with self._loads_lock:
+            self._loads += 1
+        self._wanted_key = self._key(settings)
         self._cancel.set()
-        return self._pool.submit(self._load, settings)
+        future = self._pool.submit(self._load, settings)
+        future.add_done_callback(self._loaded)
+        return future
+
+    def _loaded(self, _: Future) -> None:
+        with self._loads_lock:
+            self._loads -= 1
 
     def _close(self) -> None:
         for eng in (self.engine, self.draft.engine if self.draft else None):
             if eng is not None:
                 eng.close()
-        self.engine, self.draft, self._loaded_key = None, None, None
+        self.engine, self.draft = None, None
 
     def _load(self, settings: Settings) -> str:
         self.error = self.warning = None
@@ -82,10 +97,9 @@ class ModelWorker:
         try:
             path = resolve_model_path(m.path or None)
             engine = Engine(path, n_ctx=m.n_ctx, n_threads=m.threads or None)
-            self.costs = load_cost_model(engine, engine.n_threads, build_info()["build"])
+            self.costs = load_cost_model(engine, engine.n_threads, build_info()["build"], stop=self._stop)
         except Exception as exc:
             self.error = str(exc)
-            self.loading = False
             raise
         self.family = family_for(engine)
         self.engine = engine
@@ -94,14 +108,13 @@ class ModelWorker:
             draft_engine = None
             try:
                 draft_engine = Engine(resolve_model_path(m.draft_path), n_ctx=m.n_ctx, n_threads=m.threads or None)
-                dcosts = load_cost_model(draft_engine, draft_engine.n_threads, build_info()["build"])
+                dcosts = load_cost_model(draft_engine, draft_engine.n_threads, build_info()["build"],
+                                         stop=self._stop)
                 self.draft = DraftModel(draft_engine, engine, dcosts)
             except (ModelError, OSError) as exc:
                 if draft_engine is not None:
                     draft_engine.close()
                 self.warning = f"draft model not used: {exc}"
-        self._loaded_key = self._key(settings)
-        self.loading = False
         return str(path)
 
     def drafter(self, method: str):
@@ -146,7 +159,12 @@ class ModelWorker:
         result.cpu_ms = (time.thread_time() - cpu0) * 1000
         return result
 
-    def shutdown(self) -> None:
+    def stop(self) -> None:
+        """Ask the running work to end at its next step; does not wait."""
+        self._stop.set()
         self._cancel.set()
+
+    def shutdown(self) -> None:
+        self.stop()
         self._pool.shutdown(wait=True, cancel_futures=True)
         self._close()

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import statistics
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -85,13 +86,15 @@ def _cache_key(model_path: Path, threads: int, build: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()[:24]
 
 
-def profile_verify_costs(engine, reps: int = 3, depth: int = 1024) -> dict[int, float]:
+def profile_verify_costs(engine, reps: int = 3, depth: int = 1024,
+                         stop: threading.Event | None = None) -> dict[int, float]:
     """Median ms to evaluate k tokens with a logits row each, after `depth` tokens of context
-    (attention makes each row dearer as the context grows; 1,024 is a typical prompt)."""
+    (attention makes each row dearer as the context grows; 1,024 is a typical prompt).
+    `stop` (a server shutting down) ends it with Cancelled between evaluations."""
     depth = min(depth, engine.n_ctx // 2)
     seed = (engine.tokenize("def f(x):\n    return x + 1\n\n") * (depth // 4 + 1))[:depth]
     engine.reset()
-    engine.eval(seed)
+    engine.eval(seed, cancel=stop)
     filler = seed[: MAX_VERIFY]
     costs: dict[int, float] = {}
     engine.eval(filler[:4], want_rows=range(4))  # warm-up
@@ -99,6 +102,10 @@ def profile_verify_costs(engine, reps: int = 3, depth: int = 1024) -> dict[int, 
     for k in PROFILE_KS:
         times = []
         for _ in range(reps):
+            if stop is not None and stop.is_set():
+                from speculative.decode import Cancelled  # decode imports this module
+
+                raise Cancelled("cost profile stopped")
             t0 = time.perf_counter()
             engine.eval(filler[:k], want_rows=range(k))
             times.append((time.perf_counter() - t0) * 1000)
@@ -108,7 +115,8 @@ def profile_verify_costs(engine, reps: int = 3, depth: int = 1024) -> dict[int, 
     return costs
 
 
-def load_cost_model(engine, threads: int, build: str, refresh: bool = False) -> CostModel:
+def load_cost_model(engine, threads: int, build: str, refresh: bool = False,
+                    stop: threading.Event | None = None) -> CostModel:
     """The cost table for this model file, thread count and build: cached, else profiled."""
     path = cache_dir() / "verify_costs.json"
     key = _cache_key(engine.path, threads, build)
@@ -120,7 +128,7 @@ def load_cost_model(engine, threads: int, build: str, refresh: bool = False) -> 
     entry = table.get(key)
     if entry and not refresh:
         return CostModel({int(k): float(v) for k, v in entry["verify_ms"].items()})
-    costs = profile_verify_costs(engine)
+    costs = profile_verify_costs(engine, stop=stop)
     table[key] = {"model": str(engine.path), "threads": threads, "build": build, "verify_ms": costs}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -142,6 +142,21 @@ async def test_completion_fallback_returns_one_item_with_a_text_edit(client: Lan
     assert item.command.command == "specfill.didAccept"
 
 
+inline_client = client_fixture({}, types.ClientCapabilities(text_document=types.TextDocumentClientCapabilities(
+    inline_completion=types.InlineCompletionClientCapabilities())))
+
+
+@pytest.mark.asyncio
+async def test_no_completion_fallback_for_clients_with_inline_completion(inline_client: LanguageClient):
+    await wait_ready(inline_client)
+    open_doc(inline_client)
+    line, col = end_of(TEXT)
+    result = await inline_client.text_document_completion_async(types.CompletionParams(
+        text_document=types.TextDocumentIdentifier(uri=URI), position=types.Position(line=line, character=col)))
+    assert not result.items  # VS Code would show it twice: as ghost text and in the list
+    assert (await complete(inline_client, line, col)).items
+
+
 @pytest.mark.asyncio
 async def test_stats_after_a_scripted_session(client: LanguageClient):
     await wait_ready(client)

@@ -38,7 +38,7 @@ def test_schema_lists_every_setting_with_type_default_and_description():
                                           "minimum": 256, "maximum": 131072}
     assert sch["specfill.speculation.method"]["enum"] == ["auto", "lookup", "draft", "off"]
     assert sch["specfill.context.openFiles"]["type"] == "boolean"
-    assert len(sch) == 12 and all(v["description"] for v in sch.values())
+    assert len(sch) == 14 and all(v["description"] for v in sch.values())
 
 
 def test_readme_documents_every_setting_with_its_default():
@@ -49,3 +49,19 @@ def test_readme_documents_every_setting_with_its_default():
         d = entry["default"]
         default = f'"{d}"' if isinstance(d, str) else str(d).lower()
         assert f"| `{name.removeprefix('specfill.')}` | `{default}` |" in readme, name
+
+
+def test_editor_copies_of_the_schema_are_current():
+    """VS Code's manifest, the Neovim schema and its help are generated from the one schema
+    (`specfill schema --write`); a setting added on one side only fails here."""
+    import json
+
+    from lsp_server import schema_export
+
+    manifest = json.loads(schema_export.VSCODE_MANIFEST.read_text())
+    assert manifest["contributes"]["configuration"]["properties"] == schema_export.vscode_properties()
+    assert schema_export.NVIM_SCHEMA.read_text() == schema_export.lua_module()
+    doc = schema_export.NVIM_DOC.read_text()
+    assert schema_export.nvim_doc(doc) == doc
+    for name in schema():
+        assert name.removeprefix("specfill.") in doc
