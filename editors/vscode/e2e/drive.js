@@ -1,0 +1,58 @@
+// Drives a real VS Code (code-server) in headless Chromium: open a file, type at its end,
+// wait for specfill's ghost text, take a screenshot, press Tab, save. Prints JSON.
+//   node drive.js URL FILE_NAME TYPED SCREENSHOT [TIMEOUT_MS]
+// playwright-core comes from the code-server install folder (NODE_PATH).
+const { chromium } = require('playwright-core');
+
+async function main() {
+  const [url, fileName, typed, screenshot, timeoutArg] = process.argv.slice(2);
+  const timeout = Number(timeoutArg || 120000);
+  const browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+  const result = { ok: false };
+  const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+  try {
+    await page.goto(url);
+    await page.waitForSelector('.monaco-workbench', { timeout: 60000 });
+    const row = page.locator('.explorer-folders-view .monaco-list-row', { hasText: fileName });
+    await row.first().waitFor({ timeout: 60000 });
+    await row.first().click();
+    const editor = page.locator('.monaco-editor .view-lines').first();
+    await editor.waitFor({ timeout: 30000 });
+    await editor.click();
+    // Type once the model is ready, as a person would after the status bar says so.
+    const deadline = Date.now() + timeout;
+    for (;;) {
+      const texts = await page.locator('.statusbar-item', { hasText: 'specfill' }).allInnerTexts();
+      if (texts.length && !texts.some((t) => /loading|starting|no server/.test(t))) break;
+      if (Date.now() > deadline) throw new Error(`server never ready: ${texts}`);
+      await page.waitForTimeout(250);
+    }
+    await page.keyboard.press('Control+End');
+    await page.keyboard.type(typed, { delay: 60 });
+    const ghost = page.locator('.monaco-editor .ghost-text-decoration, .monaco-editor .ghost-text');
+    await ghost.first().waitFor({ timeout });
+    await page.waitForTimeout(300); // let the rest of the first answer render
+    result.ghost = (await ghost.allTextContents()).join('\n');
+    if (screenshot) await page.screenshot({ path: screenshot });
+    await page.keyboard.press('Tab');
+    await page.waitForTimeout(300);
+    await page.keyboard.press('Control+S');
+    await page.waitForTimeout(1000);
+    result.status = await page.locator('.statusbar-item', { hasText: 'specfill' }).allInnerTexts();
+    result.ok = true;
+  } catch (err) {
+    result.error = String(err);
+    if (screenshot) await page.screenshot({ path: screenshot.replace(/\.png$/, '-failed.png') }).catch(() => {});
+  } finally {
+    await browser.close();
+  }
+  process.stdout.write(JSON.stringify(result) + '\n');
+  process.exit(result.ok ? 0 : 1);
+}
+
+main();

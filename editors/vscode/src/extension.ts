@@ -1,0 +1,158 @@
+// specfill for VS Code: starts `specfill serve`, shows its inline suggestions, and a status
+// bar item with the model state, the last latency and the acceptance rate.
+import * as fs from 'fs';
+import * as path from 'path';
+import * as vscode from 'vscode';
+import { LanguageClient, LanguageClientOptions, ServerOptions, State } from 'vscode-languageclient/node';
+
+const SECTION = 'specfill';
+let client: LanguageClient | undefined;
+let status: vscode.StatusBarItem;
+let poll: NodeJS.Timeout | undefined;
+let lastState = '';
+
+/** Every `specfill.*` setting of the manifest, nested as the server reads it. */
+function settings(context: vscode.ExtensionContext): Record<string, unknown> {
+  const cfg = vscode.workspace.getConfiguration(SECTION);
+  const props = context.extension.packageJSON.contributes.configuration.properties as Record<string, unknown>;
+  const out: Record<string, any> = {};
+  for (const full of Object.keys(props)) {
+    const keys = full.slice(SECTION.length + 1).split('.');
+    let node = out;
+    for (const k of keys.slice(0, -1)) node = node[k] ??= {};
+    node[keys[keys.length - 1]] = cfg.get(full.slice(SECTION.length + 1));
+  }
+  return out;
+}
+
+/** The server executable: `specfill.server.path`, else `specfill` on PATH. */
+function findServer(): string | undefined {
+  const configured = vscode.workspace.getConfiguration(SECTION).get<string>('server.path') || '';
+  const name = configured || 'specfill';
+  if (name.includes(path.sep)) return fs.existsSync(name) ? name : undefined;
+  for (const dir of (process.env.PATH || '').split(path.delimiter)) {
+    const candidate = path.join(dir, name);
+    if (dir && fs.existsSync(candidate)) return candidate;
+  }
+  return undefined;
+}
+
+function showStatus(text: string, tooltip: string, error = false): void {
+  status.text = text;
+  status.tooltip = tooltip;
+  status.backgroundColor = error ? new vscode.ThemeColor('statusBarItem.errorBackground') : undefined;
+  status.show();
+}
+
+async function refreshStatus(): Promise<void> {
+  if (!client || client.state !== State.Running) return;
+  try {
+    const s: any = await client.sendRequest('specfill/stats', {});
+    const model = s.model ? path.basename(s.model) : 'model';
+    const enabled = vscode.workspace.getConfiguration(SECTION).get<boolean>('completion.enable', true);
+    if (lastState === 'loading' && s.state === 'ready') {
+      // Keystrokes made while the model loaded got nothing: ask again where the cursor is.
+      vscode.commands.executeCommand('editor.action.inlineSuggest.trigger');
+    }
+    lastState = s.state;
+    if (s.state === 'loading') {
+      showStatus('$(loading~spin) specfill: loading', `loading ${model}`);
+    } else if (s.state === 'error') {
+      showStatus('$(error) specfill', `error: ${s.error}`, true);
+    } else {
+      const latency = s.latency_ms?.p50 != null ? ` ${Math.round(s.latency_ms.p50)} ms` : '';
+      const accept = s.shown ? ` ${Math.round(100 * s.accept_rate)}%` : '';
+      const icon = enabled ? '$(sparkle)' : '$(circle-slash)';
+      showStatus(`${icon} specfill${latency}${accept}`,
+        `${model} (${s.family}), ${enabled ? 'on' : 'off'}: p50 latency${latency || ' -'}, accepted${accept || ' -'}` +
+        ' of shown. Click for stats.');
+    }
+  } catch {
+    // a restart in progress; the next poll tells
+  }
+}
+
+async function startClient(context: vscode.ExtensionContext): Promise<void> {
+  const exe = findServer();
+  if (!exe) {
+    showStatus('$(error) specfill: no server', 'specfill.server.path', true);
+    const choice = await vscode.window.showErrorMessage(
+      'specfill: the server executable was not found. Set specfill.server.path to the `specfill` ' +
+      'executable (for example <repo>/.venv/bin/specfill) or put it on PATH.', 'Open Settings');
+    if (choice) vscode.commands.executeCommand('workbench.action.openSettings', 'specfill.server.path');
+    return;
+  }
+  const serverOptions: ServerOptions = { command: exe, args: ['serve'] };
+  const clientOptions: LanguageClientOptions = {
+    documentSelector: [{ scheme: 'file' }, { scheme: 'untitled' }],
+    initializationOptions: settings(context),
+    synchronize: { configurationSection: SECTION },
+    middleware: {
+      provideInlineCompletionItems: async (document, position, ctx, token, next) => {
+        // vscode-languageclient 9.0.1 sends VS Code's trigger kind as is (Invoke 0, Automatic 1);
+        // LSP numbers them Invoked 1, Automatic 2, and 0 is rejected as invalid params.
+        const lspContext = { ...ctx, triggerKind: ctx.triggerKind + 1 } as vscode.InlineCompletionContext;
+        const result = await next(document, position, lspContext, token);
+        const items = Array.isArray(result) ? result : result?.items;
+        if (items && items.length && client) client.sendNotification('specfill/didShow', {});
+        return result;
+      },
+    },
+  };
+  client = new LanguageClient('specfill', 'specfill', serverOptions, clientOptions);
+  client.registerProposedFeatures(); // textDocument/inlineCompletion is a proposed feature in 9.x
+  showStatus('$(loading~spin) specfill: starting', exe);
+  await client.start();
+  refreshStatus();
+}
+
+export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  status = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Right, 100);
+  status.command = 'specfill.showStats';
+  context.subscriptions.push(status);
+  const output = vscode.window.createOutputChannel('specfill stats');
+  context.subscriptions.push(output,
+    vscode.commands.registerCommand('specfill.toggle', async () => {
+      const cfg = vscode.workspace.getConfiguration(SECTION);
+      await cfg.update('completion.enable', !cfg.get<boolean>('completion.enable', true),
+        vscode.ConfigurationTarget.Global);
+      refreshStatus();
+    }),
+    vscode.commands.registerCommand('specfill.showStats', async () => {
+      if (!client || client.state !== State.Running) {
+        vscode.window.showWarningMessage('specfill: the server is not running');
+        return;
+      }
+      output.clear();
+      output.appendLine(JSON.stringify(await client.sendRequest('specfill/stats', {}), null, 2));
+      output.show(true);
+    }),
+    vscode.commands.registerCommand('specfill.restartServer', async () => {
+      if (client) {
+        await client.stop().catch(() => undefined);
+        client = undefined;
+      }
+      await startClient(context);
+    }),
+    vscode.commands.registerCommand('specfill.chooseModel', async () => {
+      const picked = await vscode.window.showOpenDialog({
+        canSelectMany: false, filters: { 'GGUF model': ['gguf'] }, title: 'specfill: model file' });
+      if (picked?.[0]) {
+        await vscode.workspace.getConfiguration(SECTION).update('model.path', picked[0].fsPath,
+          vscode.ConfigurationTarget.Global);
+      }
+    }),
+    vscode.workspace.onDidChangeConfiguration(async (e) => {
+      if (e.affectsConfiguration('specfill.server.path')) {
+        await vscode.commands.executeCommand('specfill.restartServer');
+      }
+    }),
+  );
+  poll = setInterval(refreshStatus, 2000);
+  context.subscriptions.push({ dispose: () => poll && clearInterval(poll) });
+  await startClient(context);
+}
+
+export async function deactivate(): Promise<void> {
+  if (client) await client.stop();
+}

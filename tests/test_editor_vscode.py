@@ -1,0 +1,50 @@
+"""The VS Code extension in a real VS Code (code-server 4.96.4), driven headless."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.vscode_helpers import CodeServer
+
+SOURCE = (
+    "import math\n\n\n"
+    "def area_of_circle(radius: float) -> float:\n"
+    "    return math.pi * radius ** 2\n\n\n"
+    "def area_of_square(side: float) -> float:\n"
+    "    return side ** 2\n\n\n"
+    "def area_of_rectangle(width: float, height: float) -> float:\n"
+)
+
+
+@pytest.fixture
+def vscode(tmp_path):
+    server = CodeServer(tmp_path / "vscode", {})
+    yield server
+    server.stop()
+
+
+def test_ghost_text_appears_and_tab_accepts_it(vscode, tmp_path):
+    folder = tmp_path / "project"
+    folder.mkdir()
+    path = folder / "shapes.py"
+    path.write_text(SOURCE)
+    vscode.start(folder)
+    shot = tmp_path / "vscode-ghost-text.png"
+    result = vscode.drive(folder, "shapes.py", "    return ", shot)
+    assert result["ok"], result
+    assert shot.exists()
+    if os.environ.get("SPECFILL_SCREENSHOTS"):  # README figure: SPECFILL_SCREENSHOTS=docs
+        shutil.copy(shot, Path(os.environ["SPECFILL_SCREENSHOTS"]) / shot.name)
+    ghost = result["ghost"].strip()
+    assert ghost
+    text = path.read_text()
+    assert text != SOURCE
+    typed_line = text[len(SOURCE):]
+    assert typed_line.startswith("    return ")
+    # The accepted suggestion is what was shown (Monaco renders spaces as non-breaking ones).
+    assert ghost.replace("\xa0", " ").split("\n")[0].strip() in typed_line
+    assert any("specfill" in s for s in result["status"])
