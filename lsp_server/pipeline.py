@@ -113,7 +113,36 @@ class Pipeline:
         flight = self._start(at, settings, tell)
         return await self._answer(flight, at, settings, at.prefix)
 
-    def _start(self, at: Position, settings: Settings, tell: Callable[[str], None]) -> Inflight:
+    async def suggest_candidates(self, at: Position, settings: Settings,
+                                 tell: Callable[[str], None]) -> list[Suggestion]:
+        """An explicit request: the greedy suggestion, then up to completion.candidates - 1
+        others branched from its first token's alternatives; distinct, best first."""
+        self.stats.requests += 1
+        t0 = time.perf_counter()
+        try:
+            if not settings.completion.enable or self.worker.loading or self.worker.engine is None:
+                return []
+            self._latest[at.uri] = self._latest.get(at.uri, 0) + 1
+            flight = self._start(at, settings, tell, settings.completion.candidates)
+            try:
+                result = await asyncio.shield(flight.future)
+            except asyncio.CancelledError:
+                flight.cancel.set()
+                self.stats.cancelled += 1
+                raise
+            except Exception:
+                return []
+            out: list[Suggestion] = []
+            for text in [result.text, *result.alternatives] if result is not None else []:
+                s = self._finish(at, text, settings)
+                if s is not None and all(s.text != o.text for o in out):
+                    out.append(s)
+            return out
+        finally:
+            self.stats.latency_ms.append((time.perf_counter() - t0) * 1000)
+
+    def _start(self, at: Position, settings: Settings, tell: Callable[[str], None],
+               candidates: int = 1) -> Inflight:
         loop = asyncio.get_running_loop()
         cancel = threading.Event()
         entry = self.cache.put(at.uri, at.prefix, at.suffix, "", done=False)
@@ -125,7 +154,7 @@ class Pipeline:
 
         others = self.others(at.uri) if settings.context.open_files else ()
         future = asyncio.wrap_future(self.worker.complete(at.prefix, at.suffix, at.path, settings, cancel, on_text,
-                                                          others))
+                                                          others, candidates))
         flight = Inflight(at.prefix, at.suffix, cancel, future)
         self._inflight[at.uri] = flight
 

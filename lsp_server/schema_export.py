@@ -1,7 +1,8 @@
-"""The settings schema rendered for the editors: VS Code's manifest and the Neovim plugin.
+"""The settings schema rendered for the editors and the README: VS Code's manifest, the
+Neovim plugin's schema and help, the README's table.
 
-Both files are generated from `settings.schema()` (`specfill schema --write`) and a test
-checks they are current, so the three never drift apart.
+All are generated from `settings.schema()` (`specfill schema --write`) and a test checks they
+are current, so they never drift apart.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent
 VSCODE_MANIFEST = ROOT / "editors" / "vscode" / "package.json"
 NVIM_SCHEMA = ROOT / "editors" / "nvim" / "lua" / "specfill" / "schema.lua"
 NVIM_DOC = ROOT / "editors" / "nvim" / "doc" / "specfill.txt"
+README = ROOT / "README.md"
+TABLE_HEAD = "| setting | default | meaning |"
 BEGIN, END = "BEGIN GENERATED SETTINGS", "END GENERATED SETTINGS"
 
 
@@ -83,6 +86,25 @@ def nvim_doc(current: str) -> str:
     return f"{head}{BEGIN}\n{help_settings()}\n{END}{tail}"
 
 
+def readme_table() -> str:
+    rows = [TABLE_HEAD, "| --- | --- | --- |"]
+    for name, e in schema().items():
+        d = e["default"]
+        default = f'"{d}"' if isinstance(d, str) else str(d).lower()
+        doc = e["description"].replace("|", "\\|")
+        if "enum" in e:
+            doc += " (" + " \\| ".join(f"`{c}`" for c in e["enum"]) + ")"
+        rows.append(f"| `{name.removeprefix('specfill.')}` | `{default}` | {doc} |")
+    return "\n".join(rows)
+
+
+def readme(current: str) -> str:
+    """The README with its settings table regenerated."""
+    start = current.index(TABLE_HEAD)
+    end = current.index("\n\n", start)
+    return current[:start] + readme_table() + current[end:]
+
+
 def write() -> list[Path]:
     """Regenerate both editor files; returns those that changed."""
     changed = []
@@ -98,4 +120,8 @@ def write() -> list[Path]:
     if nvim_doc(doc) != doc:
         NVIM_DOC.write_text(nvim_doc(doc))
         changed.append(NVIM_DOC)
+    text = README.read_text()
+    if readme(text) != text:
+        README.write_text(readme(text))
+        changed.append(README)
     return changed

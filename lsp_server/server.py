@@ -158,13 +158,17 @@ def _accept_command(at: Position, suggestion: Suggestion) -> types.Command:
 async def inline_completion(ls: SpecfillServer, params: types.InlineCompletionParams) -> types.InlineCompletionList:
     """Complete at the cursor; unknown documents and bad positions get an empty list."""
     at = _position(ls, params.text_document.uri, params.position)
-    invoked = params.context.trigger_kind == types.InlineCompletionTriggerKind.Invoked
-    suggestion = await ls.pipeline.suggest(at, ls.settings, invoked, ls.tell) if at else None
-    if suggestion is None:
+    if at is None:
         return types.InlineCompletionList(items=[])
+    invoked = params.context.trigger_kind == types.InlineCompletionTriggerKind.Invoked
+    if invoked and ls.settings.completion.candidates > 1:
+        suggestions = await ls.pipeline.suggest_candidates(at, ls.settings, ls.tell)
+    else:
+        one = await ls.pipeline.suggest(at, ls.settings, invoked, ls.tell)
+        suggestions = [one] if one is not None else []
     return types.InlineCompletionList(items=[types.InlineCompletionItem(
-        insert_text=suggestion.text, range=_replaced(params.position, suggestion),
-        command=_accept_command(at, suggestion))])
+        insert_text=s.text, range=_replaced(params.position, s), command=_accept_command(at, s))
+        for s in suggestions])
 
 
 @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=[".", "(", " "]))

@@ -40,6 +40,8 @@ class CompletionSettings:
     budget_ms: int = _opt(2000, "wall-clock budget of one generation", lo=10, hi=60000)
     multiline: str = _opt("auto", "auto: multi-line only at the end of a line; always; never",
                           choices=("auto", "always", "never"))
+    candidates: int = _opt(3, "distinct suggestions for an explicit request (Invoked): branches from "
+                              "the first token's top alternatives, decoded side by side", lo=1, hi=8)
 
 
 @dataclass(kw_only=True)

@@ -14,6 +14,7 @@ from prompts import ContextFile, PromptError, build_prompt, family_for, prompt_t
 from prompts.window import prefix_window, suffix_window
 from speculative import Engine, GenerationResult, ModelError, resolve_model_path
 from speculative.build_info import build_info
+from speculative.candidates import branch
 from speculative.cost_model import CostModel, load_cost_model
 from speculative.drafters import Auto, DraftModel, PromptLookup
 
@@ -31,6 +32,7 @@ class Request:
     cancel: threading.Event
     on_text: Callable[[str], None] | None = None
     others: tuple[ContextFile, ...] = ()  # other open documents, most recently edited first
+    candidates: int = 1  # suggestions wanted: the greedy one plus branches
 
 
 class ModelWorker:
@@ -129,11 +131,12 @@ class ModelWorker:
     def complete(self, prefix: str, suffix: str, path: str, settings: Settings,
                  cancel: threading.Event | None = None,
                  on_text: Callable[[str], None] | None = None,
-                 others: tuple[ContextFile, ...] = ()) -> Future[GenerationResult | None]:
+                 others: tuple[ContextFile, ...] = (), candidates: int = 1) -> Future[GenerationResult | None]:
         self._cancel.set()  # supersede whatever runs now
         cancel = cancel or threading.Event()
         self._cancel = cancel
-        return self._pool.submit(self._complete, Request(prefix, suffix, path, settings, cancel, on_text, others))
+        return self._pool.submit(self._complete, Request(prefix, suffix, path, settings, cancel, on_text, others,
+                                                         candidates))
 
     def _complete(self, req: Request) -> GenerationResult | None:
         if req.cancel.is_set() or self.engine is None:
@@ -156,6 +159,13 @@ class ModelWorker:
         result = engine.generate(tokens, max_tokens=max_tokens, stop=stop, budget_s=s.completion.budget_ms / 1000,
                                  cancel=req.cancel, on_text=req.on_text, drafter=self.drafter(s.speculation.method),
                                  costs=self.costs, extra_sources=sources, max_draft=s.speculation.max_draft)
+        if req.candidates > 1 and result.tokens and not req.cancel.is_set():
+            # Alternatives about as long as the greedy one, all advancing in one batch a token.
+            alts = branch(engine, tokens, req.candidates - 1, min(max_tokens, len(result.tokens) + 4), stop,
+                          exclude=[result.tokens[0]], cancel=req.cancel)
+            result.alternatives = [text for _, text in alts]
+            if req.cancel.is_set():
+                result.stop_reason = "cancelled"  # stopped while branching: counts as superseded
         result.cpu_ms = (time.thread_time() - cpu0) * 1000
         return result
 

@@ -40,6 +40,7 @@ class GenerationResult:
     spec_steps: int = 0  # steps that verified a draft
     cpu_ms: float = 0.0  # CPU time of the generating thread, when the caller measures it
     trace: list[dict] = field(default_factory=list)  # per emitted token, when asked for
+    alternatives: list[str] = field(default_factory=list)  # other candidates, when asked for
 
     @property
     def tok_s(self) -> float:

@@ -20,6 +20,7 @@ from speculative.decode import Cancelled, GenerationResult, generate
 from speculative.model_file import ModelError, check_gguf
 
 SEQ = 0
+MAX_SEQS = 8  # sequence 0 plus branches for candidates, sharing the prompt's KV cells
 
 
 @llama_cpp.llama_log_callback
@@ -59,6 +60,10 @@ class Engine:
         # Flash attention (auto-on for CPU) gives a reused prefix logits up to 0.85 off a
         # fresh evaluation here; the plain path is exact (max diff 0.0), so KV reuse is lossless.
         cparams.flash_attn_type = 0
+        # Candidates branch from the prompt on sequences 1.. that share its cells (unified KV:
+        # no extra memory per sequence).
+        cparams.n_seq_max = MAX_SEQS
+        cparams.kv_unified = True
         self._ctx = llama_cpp.llama_init_from_model(self._model, cparams)
         if not self._ctx:
             llama_cpp.llama_model_free(self._model)
@@ -188,6 +193,30 @@ class Engine:
             self.cached.extend(chunk)
             rows.extend(self._logits_row(j) for j in chunk_rows)
         return rows
+
+    def eval_seqs(self, items: Sequence[tuple[int, int, int]]) -> list[np.ndarray]:
+        """One llama_decode of (token, position, sequence) items, a logits row each: several
+        branches advance by one token for the price of one batch."""
+        b = self._batch
+        b.n_tokens = len(items)
+        for j, (tok, pos, seq) in enumerate(items):
+            b.token[j], b.pos[j], b.n_seq_id[j], b.logits[j] = tok, pos, 1, True
+            b.seq_id[j][0] = seq
+        rc = llama_cpp.llama_decode(self._ctx, b)
+        self.decode_steps += 1
+        if rc != 0:
+            raise ModelError(f"llama_decode failed with code {rc}")
+        return [self._logits_row(j) for j in range(len(items))]
+
+    def branch_seq(self, seq: int, n_tokens: int) -> None:
+        """Sequence `seq` starts as the first n_tokens of sequence 0 (cells shared, not copied)."""
+        if not 0 < seq < MAX_SEQS:
+            raise ValueError(f"sequence {seq} outside 1..{MAX_SEQS - 1}")
+        llama_cpp.llama_memory_seq_rm(self._mem, seq, -1, -1)
+        llama_cpp.llama_memory_seq_cp(self._mem, SEQ, seq, 0, n_tokens)
+
+    def drop_seq(self, seq: int) -> None:
+        llama_cpp.llama_memory_seq_rm(self._mem, seq, -1, -1)
 
     def truncate(self, n_keep: int) -> None:
         """Forget cached tokens from position n_keep on (rollback)."""

@@ -20,7 +20,12 @@ def nvim_binary() -> str:
     return found
 
 
-def start_nvim(setup_lua: str = "{}") -> pynvim.Nvim:
+# A generous budget: on a loaded machine the default 2 s can cut a suggestion short, and
+# these tests check behaviour, not speed.
+SETUP = "{ completion = { budgetMs = 30000 } }"
+
+
+def start_nvim(setup_lua: str = SETUP) -> pynvim.Nvim:
     """Neovim with the plugin on its runtimepath and setup() called with the server run by
     this Python (so tests use the checkout under test)."""
     nvim = pynvim.attach("child", argv=[nvim_binary(), "--clean", "--embed", "--headless",

@@ -95,6 +95,7 @@ def test_bad_settings_are_named_and_dropped(tmp_path):
         assert "completion.maxTokens: invalid value" in messages
         assert "completion.bogus: unknown setting" in messages
         assert nvim.exec_lua("return require('specfill').settings") == {"completion": {}}
+        assert nvim.exec_lua("return require('specfill').validate({ logLevel = 'debug' })") == {"logLevel": "debug"}
     finally:
         nvim.close()
 
@@ -107,3 +108,17 @@ def test_checkhealth_reports_executable_model_and_version(nvim):
     assert "SmolLM2-135M-Instruct.Q4_1.gguf" in report
     assert "server running" in report and "ready" in report
     assert "ERROR" not in report
+
+
+def test_next_asks_for_candidates_and_cycles_through_them(nvim):
+    nvim.input("Go    return ")
+    first = ghost(nvim)
+    nvim.input("<M-]>")  # one suggestion shown: ask the server for candidates (Invoked)
+    n = wait_for(nvim, "require('specfill').ghost.candidates() > 1 and require('specfill').ghost.candidates()")
+    assert ghost(nvim) == first  # the greedy suggestion stays first
+    nvim.input("<M-]>")
+    second = wait_for(nvim, "require('specfill').ghost.current() ~= ... and require('specfill').ghost.current()",
+                      10, first)
+    assert second != first and n >= 2
+    nvim.input("<M-[>")
+    wait_for(nvim, "require('specfill').ghost.current() == ...", 10, first)

@@ -22,7 +22,7 @@ SOURCE = (
 
 @pytest.fixture
 def vscode(tmp_path):
-    server = CodeServer(tmp_path / "vscode", {})
+    server = CodeServer(tmp_path / "vscode", {"specfill.completion.budgetMs": 30000})
     yield server
     server.stop()
 

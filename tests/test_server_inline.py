@@ -51,3 +51,15 @@ async def test_missing_model_is_shown_and_server_stays_up(bad_client: LanguageCl
     assert any("/nonexistent/model.gguf" in m.message for m in bad_client.messages)
     result = await complete(bad_client, 1, 0)
     assert not result.items
+
+
+@pytest.mark.asyncio
+async def test_invoked_request_returns_distinct_candidates(client: LanguageClient):
+    await wait_ready(client)
+    open_doc(client)
+    line, col = end_of(TEXT)
+    invoked = (await complete(client, line, col)).items
+    texts = [item.insert_text for item in invoked]
+    assert 2 <= len(texts) <= 3 and len(set(texts)) == len(texts)
+    automatic = (await complete(client, line, col, invoked=False)).items
+    assert len(automatic) == 1 and automatic[0].insert_text == texts[0]  # the greedy one first

@@ -38,7 +38,7 @@ def test_schema_lists_every_setting_with_type_default_and_description():
                                           "minimum": 256, "maximum": 131072}
     assert sch["specfill.speculation.method"]["enum"] == ["auto", "lookup", "draft", "off"]
     assert sch["specfill.context.openFiles"]["type"] == "boolean"
-    assert len(sch) == 14 and all(v["description"] for v in sch.values())
+    assert len(sch) == 15 and all(v["description"] for v in sch.values())
 
 
 def test_readme_documents_every_setting_with_its_default():
@@ -65,3 +65,5 @@ def test_editor_copies_of_the_schema_are_current():
     assert schema_export.nvim_doc(doc) == doc
     for name in schema():
         assert name.removeprefix("specfill.") in doc
+    readme = schema_export.README.read_text()
+    assert schema_export.readme(readme) == readme

@@ -12,6 +12,7 @@ return {
   ["completion.debounceMs"] = { type = "integer", default = 40, description = "wait after a keystroke before asking the model", minimum = 0, maximum = 5000 },
   ["completion.budgetMs"] = { type = "integer", default = 2000, description = "wall-clock budget of one generation", minimum = 10, maximum = 60000 },
   ["completion.multiline"] = { type = "string", default = "auto", description = "auto: multi-line only at the end of a line; always; never", enum = { "auto", "always", "never" } },
+  ["completion.candidates"] = { type = "integer", default = 3, description = "distinct suggestions for an explicit request (Invoked): branches from the first token's top alternatives, decoded side by side", minimum = 1, maximum = 8 },
   ["context.openFiles"] = { type = "boolean", default = true, description = "other open documents: prompt context (models with file separators) and text for prompt lookup" },
   ["server.path"] = { type = "string", default = "", description = "the specfill executable the editors start; empty = `specfill` on PATH (read by the editors, not the server)" },
   ["logLevel"] = { type = "string", default = "info", description = "server log level", enum = { "error", "warning", "info", "debug" } },
