@@ -19,6 +19,8 @@ from lsp_server.postprocess import Suggestion, postprocess
 from lsp_server.settings import Settings
 from lsp_server.stats import Stats
 
+NEAR_CHARS = 600  # text before the cursor that picks related workspace files
+
 
 @dataclass(frozen=True)
 class Position:
@@ -49,16 +51,16 @@ class Inflight:
 
     def agrees_with(self, prefix: str, suffix: str) -> bool:
         """Still useful for a request at `prefix`: the user typed what it is generating."""
-        if self.future.done() or suffix != self.suffix or not prefix.startswith(self.prefix):
-            return False
+        if self.future.done() or self.cancel.is_set() or suffix != self.suffix or not prefix.startswith(self.prefix):
+            return False  # a cancelled flight is ending with what it has: joining it would give nothing
         typed = prefix[len(self.prefix):]
         return self.text.startswith(typed) or typed.startswith(self.text)
 
 
 class Pipeline:
-    def __init__(self, worker, others: Callable[[str], tuple] = lambda uri: ()) -> None:
+    def __init__(self, worker, others: Callable[[str, str, Settings], tuple] = lambda uri, near, settings: ()) -> None:
         self.worker = worker
-        self.others = others  # uri -> other open documents as ContextFiles, most recent first
+        self.others = others  # (uri, text near the cursor, settings) -> context files, most useful first
         self.cache = TypeThroughCache()
         self.stats = Stats()
         self._latest: dict[str, int] = {}
@@ -152,7 +154,7 @@ class Pipeline:
             if first_complete_line(text) is not None and not flight.first_line.is_set():
                 loop.call_soon_threadsafe(flight.first_line.set)
 
-        others = self.others(at.uri) if settings.context.open_files else ()
+        others = self.others(at.uri, at.prefix[-NEAR_CHARS:], settings)
         future = asyncio.wrap_future(self.worker.complete(at.prefix, at.suffix, at.path, settings, cancel, on_text,
                                                           others, candidates))
         flight = Inflight(at.prefix, at.suffix, cancel, future)

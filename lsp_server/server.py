@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 import uuid
 
 from lsprotocol import types
+from pygls import uris
 from pygls.lsp.server import LanguageServer
 
 from lsp_server.pipeline import Pipeline, Position
 from lsp_server.postprocess import Suggestion
 from lsp_server.settings import Settings, parse_settings
 from lsp_server.worker import ModelWorker
+from lsp_server.workspace import WorkspaceIndex
 from prompts import ContextFile
 from speculative.build_info import build_info
 
@@ -30,12 +33,39 @@ class SpecfillServer(LanguageServer):
         self.recent: dict[str, float] = {}  # uri -> last open/edit time
         self.init_errors: list[str] = []
         self.model_path = ""
+        self.index: WorkspaceIndex | None = None
 
-    def other_documents(self, uri: str) -> tuple[ContextFile, ...]:
-        """Open documents other than `uri`, most recently edited first."""
+    def other_documents(self, uri: str, near: str, settings: Settings) -> tuple[ContextFile, ...]:
+        """Context for a request in `uri`: other open documents, most recently edited first,
+        then the workspace files sharing most identifiers with the text `near` the cursor."""
         docs = self.workspace.text_documents
-        order = sorted((u for u in self.recent if u != uri and u in docs), key=self.recent.get, reverse=True)
-        return tuple(ContextFile(docs[u].path or u, docs[u].source) for u in order)
+        out: list[ContextFile] = []
+        if settings.context.open_files:
+            order = sorted((u for u in self.recent if u != uri and u in docs), key=self.recent.get, reverse=True)
+            out += [ContextFile(docs[u].path or u, docs[u].source) for u in order]
+        if settings.context.workspace and self.index is not None:
+            this = docs[uri].path if uri in docs else ""
+            related = self.index.related(this, near, n=2, exclude=[c.path for c in out])
+            out += [ContextFile(str(f.path), f.text) for f in related]
+        return tuple(out)
+
+    def workspace_roots(self) -> list[str]:
+        folders = [f.uri for f in self.workspace.folders.values()] if self.workspace.folders else []
+        if not folders and self.workspace.root_uri:
+            folders = [self.workspace.root_uri]
+        return [uris.to_fs_path(u) for u in folders if u and u.startswith("file:")]
+
+    def update_index(self) -> None:
+        """Start, restart or stop the workspace indexer to match settings and folders."""
+        roots = self.workspace_roots() if self.settings.context.workspace else []
+        if self.index is not None and [str(r) for r in self.index.roots] == [os.path.realpath(r) for r in roots]:
+            return
+        if self.index is not None:
+            self.index.stop()
+            self.index = None
+        if roots:
+            self.index = WorkspaceIndex(roots)
+            self.index.start()
 
     def tell(self, message: str, kind: types.MessageType = types.MessageType.Error) -> None:
         self.window_show_message(types.ShowMessageParams(type=kind, message=f"specfill: {message}"))
@@ -50,6 +80,8 @@ class SpecfillServer(LanguageServer):
         logging.getLogger().setLevel(settings.log_level.upper())
         if self.worker.needs_reload(settings) and source != "initialize":
             asyncio.ensure_future(self.reload())
+        if source != "initialize":
+            self.update_index()
 
     async def reload(self) -> None:
         """Load the model in the background, with work-done progress when the client has it;
@@ -87,7 +119,8 @@ def on_initialize(ls: SpecfillServer, params: types.InitializeParams) -> None:
 
 @server.feature(types.INITIALIZED)
 async def on_initialized(ls: SpecfillServer, params: types.InitializedParams) -> None:
-    """Load the model in the background."""
+    """Index the workspace and load the model, in the background."""
+    ls.update_index()
     await ls.reload()
 
 
@@ -103,6 +136,12 @@ async def on_configuration(ls: SpecfillServer, params: types.DidChangeConfigurat
             items=[types.ConfigurationItem(section="specfill")]))
         data = {"specfill": data or {}}
     ls.apply_settings(data, "didChangeConfiguration")
+
+
+@server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+def on_folders(ls: SpecfillServer, params: types.DidChangeWorkspaceFoldersParams) -> None:
+    """New workspace folders: index them instead."""
+    ls.update_index()
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
@@ -221,9 +260,13 @@ def stats(ls: SpecfillServer, params) -> dict:
         "error": w.error, "build": build_info(), "speculation": ls.settings.speculation.method,
         "draft_model": str(w.draft.engine.path) if w.draft else None, "time": time.time(),
         "decode_steps": w.engine.decode_steps if w.engine else 0,
+        "workspace": {"roots": [str(r) for r in ls.index.roots], "files": len(ls.index.files),
+                      "scanned": ls.index.ready.is_set()} if ls.index else None,
     })
 
 
 @server.feature(types.SHUTDOWN)
 def on_shutdown(ls: SpecfillServer, params: None) -> None:
+    if ls.index is not None:
+        ls.index.stop()
     ls.worker.shutdown()

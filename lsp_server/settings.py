@@ -48,6 +48,8 @@ class CompletionSettings:
 class ContextSettings:
     open_files: bool = _opt(True, "other open documents: prompt context (models with file separators) "
                                   "and text for prompt lookup")
+    workspace: bool = _opt(True, "files of the workspace folders (.gitignore respected; binary, huge and "
+                                 "out-of-workspace files never read), kept current with watchfiles: context as above")
 
 
 @dataclass(kw_only=True)

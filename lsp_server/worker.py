@@ -18,7 +18,8 @@ from speculative.candidates import branch
 from speculative.cost_model import CostModel, load_cost_model
 from speculative.drafters import Auto, DraftModel, PromptLookup
 
-CONTEXT_FILES = 2  # other open documents used per request
+CONTEXT_FILES = 2  # context files (open documents, then workspace files) in the prompt
+LOOKUP_FILES = 4  # context files prompt lookup may copy from
 CONTEXT_CHARS = 1000  # of each, in the prompt
 LOOKUP_CHARS = 8000  # of each, for prompt lookup
 
@@ -31,7 +32,7 @@ class Request:
     settings: Settings
     cancel: threading.Event
     on_text: Callable[[str], None] | None = None
-    others: tuple[ContextFile, ...] = ()  # other open documents, most recently edited first
+    others: tuple[ContextFile, ...] = ()  # open documents, then related workspace files
     candidates: int = 1  # suggestions wanted: the greedy one plus branches
 
 
@@ -154,7 +155,7 @@ class ModelWorker:
             return None
         stop = parts.stop + (("\n",) if wants_single_line(suffix.split("\n", 1)[0], s.completion.multiline) else ())
         sources = [engine.tokenize(suffix, parse_special=False)]  # text worth copying from
-        sources += [engine.tokenize(o.text[-LOOKUP_CHARS:], parse_special=False) for o in req.others[:CONTEXT_FILES]]
+        sources += [engine.tokenize(o.text[-LOOKUP_CHARS:], parse_special=False) for o in req.others[:LOOKUP_FILES]]
         cpu0 = time.thread_time()
         result = engine.generate(tokens, max_tokens=max_tokens, stop=stop, budget_s=s.completion.budget_ms / 1000,
                                  cancel=req.cancel, on_text=req.on_text, drafter=self.drafter(s.speculation.method),

@@ -22,7 +22,9 @@ SOURCE = (
 
 @pytest.fixture
 def vscode(tmp_path):
-    server = CodeServer(tmp_path / "vscode", {"specfill.completion.budgetMs": 30000})
+    # The LSP trace lands in the test's folder (data/logs/.../N-specfill.log) for a failure.
+    server = CodeServer(tmp_path / "vscode", {"specfill.completion.budgetMs": 30000,
+                                              "specfill.trace.server": "verbose"})
     yield server
     server.stop()
 

@@ -99,6 +99,25 @@ async def test_typing_through_a_suggestion_is_served_from_the_cache(client: Lang
 
 
 @pytest.mark.asyncio
+async def test_a_keystroke_after_a_cancelled_request_still_gets_a_suggestion(client: LanguageClient):
+    """VS Code cancels the previous request on every keystroke; the next one must not join
+    the generation that cancel is stopping (it would answer with nothing)."""
+    await wait_ready(client)
+    open_doc(client)
+    line, col = end_of(TEXT)
+    for i, typed in enumerate("sid"):
+        old = asyncio.ensure_future(client.protocol.send_request_async(
+            types.TEXT_DOCUMENT_INLINE_COMPLETION, inline_params(line, col + i, invoked=False), msg_id=f"k{i}"))
+        await asyncio.sleep(0.05)
+        client.protocol.notify("$/cancelRequest", types.CancelParams(id=f"k{i}"))
+        insert(client, URI, 2 + i, line, col + i, typed)
+        with pytest.raises(Exception, match="cancel"):
+            await old
+    result = await complete(client, line, col + 3, invoked=False)
+    assert result.items and result.items[0].insert_text.strip()
+
+
+@pytest.mark.asyncio
 async def test_cancel_request_stops_the_generation(long_client: LanguageClient):
     await wait_ready(long_client)
     open_doc(long_client, ONES)

@@ -89,9 +89,15 @@ async function startClient(context: vscode.ExtensionContext): Promise<void> {
     synchronize: { configurationSection: SECTION },
     middleware: {
       provideInlineCompletionItems: async (document, position, ctx, token, next) => {
-        // vscode-languageclient 9.0.1 sends VS Code's trigger kind as is (Invoke 0, Automatic 1);
-        // LSP numbers them Invoked 1, Automatic 2, and 0 is rejected as invalid params.
-        const lspContext = { ...ctx, triggerKind: ctx.triggerKind + 1 } as vscode.InlineCompletionContext;
+        // vscode-languageclient 9.0.1 passes VS Code's context through unconverted: its trigger
+        // kind (Invoke 0, Automatic 1; LSP says Invoked 1, Automatic 2) and, while the suggest
+        // widget is open, a vscode.Range (JSON: [start, end]) where LSP wants {start, end}.
+        const info = ctx.selectedCompletionInfo;
+        const lspContext = {
+          triggerKind: ctx.triggerKind + 1,
+          selectedCompletionInfo: info && client
+            ? { range: client.code2ProtocolConverter.asRange(info.range), text: info.text } : undefined,
+        } as unknown as vscode.InlineCompletionContext;
         const result = await next(document, position, lspContext, token);
         const items = Array.isArray(result) ? result : result?.items;
         if (items && items.length && client) client.sendNotification('specfill/didShow', {});

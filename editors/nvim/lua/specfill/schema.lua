@@ -14,6 +14,7 @@ return {
   ["completion.multiline"] = { type = "string", default = "auto", description = "auto: multi-line only at the end of a line; always; never", enum = { "auto", "always", "never" } },
   ["completion.candidates"] = { type = "integer", default = 3, description = "distinct suggestions for an explicit request (Invoked): branches from the first token's top alternatives, decoded side by side", minimum = 1, maximum = 8 },
   ["context.openFiles"] = { type = "boolean", default = true, description = "other open documents: prompt context (models with file separators) and text for prompt lookup" },
+  ["context.workspace"] = { type = "boolean", default = true, description = "files of the workspace folders (.gitignore respected; binary, huge and out-of-workspace files never read), kept current with watchfiles: context as above" },
   ["server.path"] = { type = "string", default = "", description = "the specfill executable the editors start; empty = `specfill` on PATH (read by the editors, not the server)" },
   ["logLevel"] = { type = "string", default = "info", description = "server log level", enum = { "error", "warning", "info", "debug" } },
 }

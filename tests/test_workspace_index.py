@@ -1,0 +1,97 @@
+"""The workspace indexer on a real folder tree: what it reads, what it never reads, and
+how watchfiles keeps it current."""
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from lsp_server.workspace import WorkspaceIndex
+
+
+@pytest.fixture
+def tree(tmp_path):
+    ws = tmp_path / "ws"
+    (ws / "pkg").mkdir(parents=True)
+    (ws / "pkg" / "geometry.py").write_text("def area_of_square(side):\n    return side ** 2\n")
+    (ws / "pkg" / "io_utils.py").write_text("def read_lines(path):\n    return open(path).read()\n")
+    (ws / "README.md").write_text("# ws\n")
+    (ws / ".gitignore").write_text("secrets.txt\nbuild_out/\n*.log\n!keep.log\n")
+    (ws / "secrets.txt").write_text("password = hunter2\n")
+    (ws / "build_out").mkdir()
+    (ws / "build_out" / "gen.py").write_text("x = 1\n")
+    (ws / "debug.log").write_text("noise\n")
+    (ws / "keep.log").write_text("kept\n")
+    (ws / "pkg" / ".gitignore").write_text("local_only.py\n")
+    (ws / "pkg" / "local_only.py").write_text("y = 2\n")
+    (ws / ".git").mkdir()
+    (ws / ".git" / "config").write_text("[core]\n")
+    (ws / "node_modules").mkdir()
+    (ws / "node_modules" / "dep.js").write_text("module.exports = 1\n")
+    (ws / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR" + bytes(100))
+    (ws / "huge.py").write_text("z = 0\n" * 100_000)  # 600 KB
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "private.py").write_text("API_KEY = 'do-not-read'\n")
+    os.symlink(outside / "private.py", ws / "link_to_private.py")
+    os.symlink(outside, ws / "linked_dir")
+    (ws / "pkg" / "inner_link.py").symlink_to(ws / "pkg" / "geometry.py")
+    return ws
+
+
+def names(index: WorkspaceIndex, ws: Path) -> set[str]:
+    return {str(p.relative_to(os.path.realpath(ws))) for p in index.files}
+
+
+def test_reads_text_files_and_skips_ignored_binary_huge_and_vcs(tree):
+    index = WorkspaceIndex([tree])
+    index.scan()
+    assert names(index, tree) == {"pkg/geometry.py", "pkg/io_utils.py", "README.md", ".gitignore", "keep.log",
+                                  "pkg/.gitignore", "pkg/inner_link.py"}
+
+
+def test_never_reads_outside_the_workspace_through_symlinks(tree):
+    index = WorkspaceIndex([tree])
+    index.scan()
+    assert not any("do-not-read" in f.text for f in index.files.values())
+    index._add(tree / "linked_dir" / "private.py")  # as a watcher event through the link would
+    assert not any("do-not-read" in f.text for f in index.files.values())
+
+
+def test_limits_files_and_bytes(tree):
+    index = WorkspaceIndex([tree], max_files=2)
+    index.scan()
+    assert len(index.files) == 2
+    index = WorkspaceIndex([tree], max_total_bytes=60)
+    index.scan()
+    assert sum(len(f.text) for f in index.files.values()) <= 60
+
+
+def test_related_prefers_files_sharing_identifiers_with_the_cursor(tree):
+    index = WorkspaceIndex([tree])
+    index.scan()
+    best = index.related(str(tree / "main.py"), "total = area_of_square(side) + ", n=1)
+    assert [f.path.name for f in best] in (["geometry.py"], ["inner_link.py"])
+    assert index.related(str(tree / "main.py"), "nothing in common here", n=2) == []
+
+
+def test_watch_follows_new_changed_and_deleted_files(tree):
+    index = WorkspaceIndex([tree])
+    index.start()
+    try:
+        assert index.ready.wait(10)
+        time.sleep(0.5)  # the watcher is up
+        (tree / "pkg" / "fresh.py").write_text("def fresh_function():\n    pass\n")
+        (tree / "pkg" / "io_utils.py").unlink()
+        (tree / "ignored.log").write_text("not indexed\n")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            got = names(index, tree)
+            if "pkg/fresh.py" in got and "pkg/io_utils.py" not in got:
+                break
+            time.sleep(0.1)
+        assert "pkg/fresh.py" in got and "pkg/io_utils.py" not in got
+        assert "ignored.log" not in got
+    finally:
+        index.stop()
