@@ -92,6 +92,12 @@ def cmd_bench_lsp(args: argparse.Namespace) -> int:
         return 2
 
 
+def cmd_stress(args: argparse.Namespace) -> int:
+    from lsp_server.stress import main as stress
+
+    return stress(args.edits, args.cancels, args.seconds, args.rate, args.seed, args.json)
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     """What an editor's health check needs: the model file is there and the build loads."""
     from speculative.build_info import build_info
@@ -169,6 +175,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--key-ms", type=float, default=80.0, help="pause between keystrokes")
     p.add_argument("--json")
     p.set_defaults(func=cmd_bench_lsp)
+    p = sub.add_parser("stress", help="random edits, cancel storms and a timed typing replay against the real server")
+    p.add_argument("--edits", type=int, default=10000)
+    p.add_argument("--cancels", type=int, default=1000)
+    p.add_argument("--seconds", type=float, default=60.0, help="typing replay length")
+    p.add_argument("--rate", type=float, default=20.0, help="requests a second in the replay")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json")
+    p.set_defaults(func=cmd_stress)
     p = sub.add_parser("check", help="check the model file and the llama.cpp build (editor health checks)")
     p.add_argument("--model", help="GGUF path or packaged name (default: the embedded SmolLM2-135M)")
     p.set_defaults(func=cmd_check)

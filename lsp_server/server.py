@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
 import time
 import uuid
 
@@ -259,10 +260,18 @@ def stats(ls: SpecfillServer, params) -> dict:
         "model": ls.model_path, "family": w.family, "state": w.state,
         "error": w.error, "build": build_info(), "speculation": ls.settings.speculation.method,
         "draft_model": str(w.draft.engine.path) if w.draft else None, "time": time.time(),
-        "decode_steps": w.engine.decode_steps if w.engine else 0,
+        "decode_steps": w.engine.decode_steps if w.engine else 0, "threads": threading.active_count(),
         "workspace": {"roots": [str(r) for r in ls.index.roots], "files": len(ls.index.files),
                       "scanned": ls.index.ready.is_set()} if ls.index else None,
     })
+
+
+@server.feature("specfill/document")
+def document(ls: SpecfillServer, params) -> dict | None:
+    """The server's copy of a document ({"uri"}), for checking synchronisation (specfill stress)."""
+    uri = getattr(params, "uri", None) or (params.get("uri") if isinstance(params, dict) else None)
+    doc = ls.workspace.text_documents.get(uri) if uri else None
+    return None if doc is None else {"uri": uri, "version": doc.version, "text": doc.source}
 
 
 @server.feature(types.SHUTDOWN)

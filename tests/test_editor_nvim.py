@@ -122,3 +122,18 @@ def test_next_asks_for_candidates_and_cycles_through_them(nvim):
     assert second != first and n >= 2
     nvim.input("<M-[>")
     wait_for(nvim, "require('specfill').ghost.current() == ...", 10, first)
+
+
+def test_accept_line_takes_the_first_line_and_dismiss_hides_the_rest(nvim):
+    nvim.exec_lua("require('specfill').configure({ completion = { multiline = 'always' } })")
+    nvim.input("Go    return ")
+    suggestion = ghost(nvim)
+    nvim.input("<M-Down>")
+    first_line = suggestion.split("\n")[0]
+    wait_for(nvim, "vim.api.nvim_get_current_line() == ...", 10, "    return " + first_line)
+    if "\n" in suggestion:
+        assert nvim.exec_lua("return require('specfill').ghost.current()") == suggestion[len(first_line):]
+        nvim.input("<C-]>")
+        wait_for(nvim, "require('specfill').ghost.current() == nil")
+        assert not nvim.exec_lua("return vim.api.nvim_buf_get_extmarks(0, require('specfill').ghost.namespace,"
+                                 " 0, -1, {})")

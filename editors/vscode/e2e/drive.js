@@ -42,8 +42,12 @@ async function main() {
     await page.keyboard.press('Tab');
     await page.waitForTimeout(300);
     await page.keyboard.press('Control+S');
-    await page.waitForTimeout(1000);
-    result.status = await page.locator('.statusbar-item', { hasText: 'specfill' }).allInnerTexts();
+    // The status bar shows the accepted share once the acceptance reached the server.
+    const until = Date.now() + 10000;
+    do {
+      await page.waitForTimeout(500);
+      result.status = await page.locator('.statusbar-item', { hasText: 'specfill' }).allInnerTexts();
+    } while (!result.status.some((t) => t.includes('%')) && Date.now() < until);
     result.ok = true;
   } catch (err) {
     result.error = String(err);
