@@ -45,6 +45,9 @@ class Engine:
         # The AMX extra buffer type crashes in ggml_backend_amx_mul_mat on these CPUs
         # (seen here: SIGSEGV on the first decode); plain CPU buffers are safe.
         mparams.use_extra_bufts = False
+        # Weights are read into memory, not mmapped: a model file truncated or rewritten in
+        # place while serving would otherwise kill the server with SIGBUS (seen here).
+        mparams.load_mode = llama_cpp.LLAMA_LOAD_MODE_NONE
         self._model = llama_cpp.llama_model_load_from_file(str(self.path).encode(), mparams)
         if not self._model:
             raise ModelError(f"llama.cpp could not load the model (truncated or corrupt?): {path}")
