@@ -13,6 +13,7 @@ from lsprotocol import types
 from pygls import uris
 from pygls.lsp.server import LanguageServer
 
+from lsp_server.chunks import ChunkRing
 from lsp_server.pipeline import Pipeline, Position
 from lsp_server.postprocess import Suggestion
 from lsp_server.settings import Settings, parse_settings
@@ -23,6 +24,8 @@ from speculative.build_info import build_info
 
 log = logging.getLogger("specfill")
 ACCEPT_COMMAND = "specfill.didAccept"
+CHUNK_REGION = 8  # lines: an edit this far from the last chunk's makes a new chunk
+CHUNK_REFRESH_S = 2.0  # else the chunk is refreshed at most this often
 
 
 class SpecfillServer(LanguageServer):
@@ -35,13 +38,18 @@ class SpecfillServer(LanguageServer):
         self.init_errors: list[str] = []
         self.model_path = ""
         self.index: WorkspaceIndex | None = None
+        self.chunks = ChunkRing()  # places recently edited, in any document
+        self._chunked: dict[str, tuple[int | None, float]] = {}  # uri -> (region, time) of its last chunk
 
     def other_documents(self, uri: str, near: str, settings: Settings) -> tuple[ContextFile, ...]:
-        """Context for a request in `uri`: other open documents, most recently edited first,
-        then the workspace files sharing most identifiers with the text `near` the cursor."""
+        """Context for a request in `uri`, most useful first: chunks around recent edits in
+        other documents (the prompt takes the first), the other open documents, most recently
+        edited first, then the workspace files sharing most identifiers with the text `near`
+        the cursor (prompt lookup copies from these too)."""
         docs = self.workspace.text_documents
         out: list[ContextFile] = []
         if settings.context.open_files:
+            out += [ContextFile(c.path, c.text) for c in self.chunks.recent(exclude_path=uri)]
             order = sorted((u for u in self.recent if u != uri and u in docs), key=self.recent.get, reverse=True)
             out += [ContextFile(docs[u].path or u, docs[u].source) for u in order]
         if settings.context.workspace and self.index is not None:
@@ -49,6 +57,16 @@ class SpecfillServer(LanguageServer):
             related = self.index.related(this, near, n=2, exclude=[c.path for c in out])
             out += [ContextFile(str(f.path), f.text) for f in related]
         return tuple(out)
+
+    def note_edit(self, uri: str, line: int) -> None:
+        """Keep the ring's chunk of this place current: on a new region, or every few seconds."""
+        doc = self.workspace.text_documents.get(uri)
+        now = time.monotonic()
+        region, last = self._chunked.get(uri, (None, 0.0))
+        if doc is None or (region == line // CHUNK_REGION and now - last < CHUNK_REFRESH_S):
+            return
+        self._chunked[uri] = (line // CHUNK_REGION, now)
+        self.chunks.add(uri, doc.source, line)
 
     def workspace_roots(self) -> list[str]:
         folders = [f.uri for f in self.workspace.folders.values()] if self.workspace.folders else []
@@ -149,12 +167,16 @@ def on_folders(ls: SpecfillServer, params: types.DidChangeWorkspaceFoldersParams
 def did_open(ls: SpecfillServer, params: types.DidOpenTextDocumentParams) -> None:
     """Remember when a document was last touched (context from other open files)."""
     ls.recent[params.text_document.uri] = time.monotonic()
+    ls.note_edit(params.text_document.uri, 0)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
 def did_change(ls: SpecfillServer, params: types.DidChangeTextDocumentParams) -> None:
-    """Remember when a document was last touched (context from other open files)."""
+    """Remember when and where a document was last edited (context for other documents)."""
     ls.recent[params.text_document.uri] = time.monotonic()
+    first = params.content_changes[0] if params.content_changes else None
+    line = first.range.start.line if isinstance(first, types.TextDocumentContentChangePartial) else 0
+    ls.note_edit(params.text_document.uri, line)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
@@ -261,6 +283,7 @@ def stats(ls: SpecfillServer, params) -> dict:
         "error": w.error, "build": build_info(), "speculation": ls.settings.speculation.method,
         "draft_model": str(w.draft.engine.path) if w.draft else None, "time": time.time(),
         "decode_steps": w.engine.decode_steps if w.engine else 0, "threads": threading.active_count(),
+        "context_chunks": len(ls.chunks),
         "workspace": {"roots": [str(r) for r in ls.index.roots], "files": len(ls.index.files),
                       "scanned": ls.index.ready.is_set()} if ls.index else None,
     })

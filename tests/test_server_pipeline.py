@@ -194,3 +194,17 @@ async def test_stats_after_a_scripted_session(client: LanguageClient):
     assert field(field(s, "ttft_ms"), "p50") > 0 and field(field(s, "latency_ms"), "p99") > 0
     assert field(field(s, "build"), "build") == "llamafile-off"
     assert field(s, "family") == "smollm"
+
+
+@pytest.mark.asyncio
+async def test_edits_in_other_documents_become_context_chunks(client: LanguageClient):
+    await wait_ready(client)
+    other = "file:///tmp/specfill-test/helpers.py"
+    helpers = "".join(f"def helper_{i}(x):\n    return x + {i}\n\n" for i in range(60))
+    open_doc(client, helpers, uri=other)
+    insert(client, other, 2, 150, 0, "# edited here\n")  # far from the top: a second chunk
+    await asyncio.sleep(0.1)
+    assert field(await stats(client), "context_chunks") == 2
+    open_doc(client)
+    line, col = end_of(TEXT)
+    assert (await complete(client, line, col)).items  # the prompt now carries those chunks
