@@ -6,16 +6,8 @@ import time
 
 import pytest
 
+from tests.editor_sample import SOURCE
 from tests.nvim_helpers import ghost, server_stats, start_nvim, wait_for, wait_ready
-
-SOURCE = (
-    "import math\n\n\n"
-    "def area_of_circle(radius: float) -> float:\n"
-    "    return math.pi * radius ** 2\n\n\n"
-    "def area_of_square(side: float) -> float:\n"
-    "    return side ** 2\n\n\n"
-    "def area_of_rectangle(width: float, height: float) -> float:\n"
-)
 
 
 @pytest.fixture

@@ -8,16 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.editor_sample import SOURCE
 from tests.vscode_helpers import CodeServer
-
-SOURCE = (
-    "import math\n\n\n"
-    "def area_of_circle(radius: float) -> float:\n"
-    "    return math.pi * radius ** 2\n\n\n"
-    "def area_of_square(side: float) -> float:\n"
-    "    return side ** 2\n\n\n"
-    "def area_of_rectangle(width: float, height: float) -> float:\n"
-)
 
 
 @pytest.fixture

@@ -25,7 +25,8 @@ CAPS = types.ClientCapabilities(
 WORDS = "words = ['alpha', 'beta', 'gamma', 'delta', "  # goes on for many tokens on one line
 ONES = "x = [" + "1, " * 40  # the model keeps writing `1, ` on this line: a long generation
 
-client = client_fixture({"specfill": {"completion": {"debounceMs": 0}}}, CAPS)
+# A generous budget: on a loaded machine the default 2 s can cut a suggestion to a token.
+client = client_fixture({"specfill": {"completion": {"debounceMs": 0, "budgetMs": 30000}}}, CAPS)
 # plain decoding: prompt lookup would finish the repetitive ONES line too fast to cancel
 long_client = client_fixture({"specfill": {"completion": {"maxTokens": 400, "budgetMs": 60000},
                                            "speculation": {"method": "off"}}}, CAPS)
@@ -49,14 +50,14 @@ async def test_changed_settings_reach_the_server_pushed_and_pulled(client: Langu
     open_doc(client, WORDS)
     long = (await complete(client, *end_of(WORDS))).items[0].insert_text
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-        settings={"specfill": {"completion": {"maxTokens": 3, "debounceMs": 0}}}))
+        settings={"specfill": {"completion": {"maxTokens": 3, "debounceMs": 0, "budgetMs": 30000}}}))
     await asyncio.sleep(0.3)
     client.text_document_did_close(types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(URI)))
     open_doc(client, WORDS)  # closing dropped the cached suggestion: this asks the model again
     short = (await complete(client, *end_of(WORDS))).items[0].insert_text
     assert len(short) < len(long)
     # pulled with workspace/configuration when the notification carries no settings
-    client.set_configuration({"completion": {"maxTokens": 1, "debounceMs": 0}}, section="specfill")
+    client.set_configuration({"completion": {"maxTokens": 1, "debounceMs": 0, "budgetMs": 30000}}, section="specfill")
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
     await asyncio.sleep(0.5)
     client.text_document_did_close(types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(URI)))
@@ -149,14 +150,17 @@ async def test_a_newer_request_supersedes_the_one_in_flight(long_client: Languag
     assert field(await stats(long_client), "superseded") >= 1
 
 
+async def fallback_completion(client, line, col):
+    return await client.text_document_completion_async(types.CompletionParams(
+        text_document=types.TextDocumentIdentifier(uri=URI), position=types.Position(line=line, character=col)))
+
+
 @pytest.mark.asyncio
 async def test_completion_fallback_returns_one_item_with_a_text_edit(client: LanguageClient):
     await wait_ready(client)
     open_doc(client)
     line, col = end_of(TEXT)
-    result = await client.text_document_completion_async(types.CompletionParams(
-        text_document=types.TextDocumentIdentifier(uri=URI), position=types.Position(line=line, character=col)))
-    (item,) = result.items
+    (item,) = (await fallback_completion(client, line, col)).items
     assert item.text_edit.new_text.strip() and item.text_edit.range.start == types.Position(line=line, character=col)
     assert item.command.command == "specfill.didAccept"
 
@@ -170,8 +174,7 @@ async def test_no_completion_fallback_for_clients_with_inline_completion(inline_
     await wait_ready(inline_client)
     open_doc(inline_client)
     line, col = end_of(TEXT)
-    result = await inline_client.text_document_completion_async(types.CompletionParams(
-        text_document=types.TextDocumentIdentifier(uri=URI), position=types.Position(line=line, character=col)))
+    result = await fallback_completion(inline_client, line, col)
     assert not result.items  # VS Code would show it twice: as ghost text and in the list
     assert (await complete(inline_client, line, col)).items
 

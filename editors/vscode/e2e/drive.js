@@ -42,12 +42,13 @@ async function main() {
     await page.keyboard.press('Tab');
     await page.waitForTimeout(300);
     await page.keyboard.press('Control+S');
-    // The status bar shows the accepted share once the acceptance reached the server.
+    // The status bar shows a non-zero accepted share once the acceptance reached the server
+    // (it polls every 2 s, and may first show 0% of one shown suggestion).
     const until = Date.now() + 10000;
     do {
       await page.waitForTimeout(500);
       result.status = await page.locator('.statusbar-item', { hasText: 'specfill' }).allInnerTexts();
-    } while (!result.status.some((t) => t.includes('%')) && Date.now() < until);
+    } while (!result.status.some((t) => / [1-9]\d*%$/.test(t)) && Date.now() < until);
     result.ok = true;
   } catch (err) {
     result.error = String(err);

@@ -198,36 +198,33 @@ local function insert(bufnr, part, whole)
   end
 end
 
--- Each returns false when there is nothing to accept, so the key keeps its own meaning.
-function M.accept(bufnr)
+-- Accept the part of the ghost text that `pick` chooses (nil: all of it). Returns false
+-- when nothing is shown, so the key keeps its own meaning.
+local function accept_part(bufnr, pick)
   bufnr = bufnr or vim.api.nvim_get_current_buf()
   if not M.visible(bufnr) then
     return false
   end
-  insert(bufnr, state(bufnr).text, true)
+  local text = state(bufnr).text
+  local part = pick and pick(text) or text
+  insert(bufnr, part, part == text)
   return true
+end
+
+function M.accept(bufnr)
+  return accept_part(bufnr, nil)
 end
 
 function M.accept_word(bufnr)
-  bufnr = bufnr or vim.api.nvim_get_current_buf()
-  if not M.visible(bufnr) then
-    return false
-  end
-  local text = state(bufnr).text
-  local part = text:match('^%s*[%w_]+') or text:match('^%s*[^%w_%s]+') or text:match('^%s+') or text
-  insert(bufnr, part, part == text)
-  return true
+  return accept_part(bufnr, function(text)
+    return text:match('^%s*[%w_]+') or text:match('^%s*[^%w_%s]+') or text:match('^%s+')
+  end)
 end
 
 function M.accept_line(bufnr)
-  bufnr = bufnr or vim.api.nvim_get_current_buf()
-  if not M.visible(bufnr) then
-    return false
-  end
-  local text = state(bufnr).text
-  local part = text:match('^\n?[^\n]*') or text
-  insert(bufnr, part, part == text)
-  return true
+  return accept_part(bufnr, function(text)
+    return text:match('^\n?[^\n]*')
+  end)
 end
 
 -- next/previous: cycle the candidates; with one, ask the server for more (Invoked).
