@@ -18,7 +18,7 @@ from speculative.candidates import branch
 from speculative.cost_model import CostModel, load_cost_model
 from speculative.drafters import Auto, DraftModel, PromptLookup
 
-CONTEXT_FILES = 2  # context files (open documents, then workspace files) in the prompt
+CONTEXT_FILES = 2  # context files (the most useful first: see SpecfillServer.other_documents) in the prompt
 LOOKUP_FILES = 4  # context files prompt lookup may copy from
 CONTEXT_CHARS = 1000  # of each, in the prompt
 LOOKUP_CHARS = 8000  # of each, for prompt lookup
@@ -32,7 +32,7 @@ class Request:
     settings: Settings
     cancel: threading.Event
     on_text: Callable[[str], None] | None = None
-    others: tuple[ContextFile, ...] = ()  # open documents, then related workspace files
+    others: tuple[ContextFile, ...] = ()  # chunks of recent edits, open documents, related workspace files
     candidates: int = 1  # suggestions wanted: the greedy one plus branches
 
 
