@@ -49,7 +49,8 @@ class SpecfillServer(LanguageServer):
         docs = self.workspace.text_documents
         out: list[ContextFile] = []
         if settings.context.open_files:
-            out += [ContextFile(c.path, c.text) for c in self.chunks.recent(exclude_path=uri)]
+            this = docs[uri].path if uri in docs else uri
+            out += [ContextFile(c.path, c.text) for c in self.chunks.recent(exclude_path=this)]
             order = sorted((u for u in self.recent if u != uri and u in docs), key=self.recent.get, reverse=True)
             out += [ContextFile(docs[u].path or u, docs[u].source) for u in order]
         if settings.context.workspace and self.index is not None:
@@ -66,7 +67,7 @@ class SpecfillServer(LanguageServer):
         if doc is None or (region == line // CHUNK_REGION and now - last < CHUNK_REFRESH_S):
             return
         self._chunked[uri] = (line // CHUNK_REGION, now)
-        self.chunks.add(uri, doc.source, line)
+        self.chunks.add(doc.path or uri, doc.source, line)  # the path, as prompts name files
 
     def workspace_roots(self) -> list[str]:
         folders = [f.uri for f in self.workspace.folders.values()] if self.workspace.folders else []
