@@ -19,13 +19,9 @@ from pathlib import Path
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
+from lsp_server.positions import utf16_position
 from speculative.percentile import pct
 from speculative.workload import load_workload
-
-
-def _pos(text: str) -> types.Position:
-    lines = text.split("\n")
-    return types.Position(line=len(lines) - 1, character=len(lines[-1].encode("utf-16-le")) // 2)
 
 
 def continues(suggestion: str, rest: str) -> bool:
@@ -54,7 +50,7 @@ async def _run(cases: list[dict], key_ms: float, settings: dict) -> dict:
 
         def request(prefix: str, uri: str = uri):
             return asyncio.ensure_future(client.text_document_inline_completion_async(types.InlineCompletionParams(
-                text_document=types.TextDocumentIdentifier(uri=uri), position=_pos(prefix),
+                text_document=types.TextDocumentIdentifier(uri=uri), position=utf16_position(prefix, len(prefix)),
                 context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic))))
 
         try:
@@ -64,7 +60,7 @@ async def _run(cases: list[dict], key_ms: float, settings: dict) -> dict:
         prefix = case["prefix"]
         pending = []
         for i, ch in enumerate(case["middle"]):
-            pos = _pos(prefix)
+            pos = utf16_position(prefix, len(prefix))
             client.text_document_did_change(types.DidChangeTextDocumentParams(
                 text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=i + 2),
                 content_changes=[types.TextDocumentContentChangePartial(range=types.Range(start=pos, end=pos),

@@ -72,10 +72,14 @@ class Pipeline:
 
     async def suggest(self, at: Position, settings: Settings, invoked: bool,
                       tell: Callable[[str], None]) -> Suggestion | None:
+        return await self._counted(self._suggest(at, settings, invoked, tell))
+
+    async def _counted(self, work):
+        """Await one request's work, counting it, its latency and its cancellation."""
         self.stats.requests += 1
         t0 = time.perf_counter()
         try:
-            return await self._suggest(at, settings, invoked, tell)
+            return await work
         except asyncio.CancelledError:
             self.stats.cancelled += 1
             raise
@@ -119,29 +123,26 @@ class Pipeline:
                                  tell: Callable[[str], None]) -> list[Suggestion]:
         """An explicit request: the greedy suggestion, then up to completion.candidates - 1
         others branched from its first token's alternatives; distinct, best first."""
-        self.stats.requests += 1
-        t0 = time.perf_counter()
+        return await self._counted(self._candidates(at, settings, tell))
+
+    async def _candidates(self, at: Position, settings: Settings, tell: Callable[[str], None]) -> list[Suggestion]:
+        if not settings.completion.enable or self.worker.loading or self.worker.engine is None:
+            return []
+        self._latest[at.uri] = self._latest.get(at.uri, 0) + 1
+        flight = self._start(at, settings, tell, settings.completion.candidates)
         try:
-            if not settings.completion.enable or self.worker.loading or self.worker.engine is None:
-                return []
-            self._latest[at.uri] = self._latest.get(at.uri, 0) + 1
-            flight = self._start(at, settings, tell, settings.completion.candidates)
-            try:
-                result = await asyncio.shield(flight.future)
-            except asyncio.CancelledError:
-                flight.cancel.set()
-                self.stats.cancelled += 1
-                raise
-            except Exception:
-                return []
-            out: list[Suggestion] = []
-            for text in [result.text, *result.alternatives] if result is not None else []:
-                s = self._finish(at, text, settings)
-                if s is not None and all(s.text != o.text for o in out):
-                    out.append(s)
-            return out
-        finally:
-            self.stats.latency_ms.append((time.perf_counter() - t0) * 1000)
+            result = await asyncio.shield(flight.future)
+        except asyncio.CancelledError:
+            flight.cancel.set()
+            raise
+        except Exception:
+            return []
+        out: list[Suggestion] = []
+        for text in [result.text, *result.alternatives] if result is not None else []:
+            s = self._finish(at, text, settings)
+            if s is not None and all(s.text != o.text for o in out):
+                out.append(s)
+        return out
 
     def _start(self, at: Position, settings: Settings, tell: Callable[[str], None],
                candidates: int = 1) -> Inflight:

@@ -16,18 +16,11 @@ from dataclasses import dataclass
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
-from speculative.percentile import pct
+from lsp_server.positions import utf16_position
+from lsp_server.stats import percentiles
 
 # Edits mix ASCII, accents, CJK, astral characters (UTF-16 surrogate pairs) and both line endings.
 ALPHABET = ["a", "b", "x", " ", "    ", "(", ")", ":", "é", "中", "𝄞", "😀", "\n", "\r\n", "def f():\n    return 1\n"]
-
-
-def utf16_position(text: str, offset: int) -> types.Position:
-    """The LSP position (UTF-16 columns) of code point `offset`; lines end at \\n or \\r\\n."""
-    before = text[:offset]
-    line = before.count("\n")
-    start = before.rfind("\n") + 1
-    return types.Position(line=line, character=len(before[start:].encode("utf-16-le")) // 2)
 
 
 def _valid_offset(text: str, offset: int) -> bool:
@@ -188,8 +181,8 @@ async def run_replay(client, uri: str, text: str, seconds: float, rate: float, p
         await asyncio.sleep(1 / rate)
     if pending:
         await asyncio.wait(pending, timeout=30)
-    return {"requests": i, "errors": errors, "latency_ms": {"p50": pct(latencies, 0.5), "p95": pct(latencies, 0.95),
-            "p99": pct(latencies, 0.99)}, "rss_start_mb": rss0, "rss_end_mb": rss_mb(pid),
+    return {"requests": i, "errors": errors, "latency_ms": percentiles(latencies), "rss_start_mb": rss0,
+            "rss_end_mb": rss_mb(pid),
             "rss_growth_mb": rss_mb(pid) - rss0}
 
 
