@@ -9,9 +9,10 @@ LLAMA_WHEELS := .wheels/llamafile-off
 STAMP := $(VENV)/.installed
 
 CODE_SERVER := .tools/code-server/.done-4.96.4
+LLAMA_SERVER := .tools/llama-server/llama-server
 VSIX := editors/vscode/specfill.vsix
 
-.PHONY: install editors run demo test lint clean
+.PHONY: install editors llama-server run demo test lint clean
 
 install: $(STAMP)
 
@@ -41,6 +42,21 @@ $(CODE_SERVER): editors/vscode/scripts/install-code-server.sh
 $(VSIX): editors/vscode/package.json editors/vscode/package-lock.json editors/vscode/src/extension.ts
 	cd editors/vscode && npm ci --no-audit --no-fund && npm run package
 
+# llama.cpp's own llama-server, for the remote-engine tests: built from the llama.cpp that
+# llama-cpp-python $(LLAMA_VERSION) vendors (its sdist), with the same flags; no web UI, no downloads.
+llama-server: $(LLAMA_SERVER)
+
+$(LLAMA_SERVER): | $(STAMP)
+	rm -rf .tools/llama-server && mkdir -p .tools/llama-server/src
+	$(PY) -m pip download -q --no-deps --no-binary :all: -d .tools/llama-server/src llama-cpp-python==$(LLAMA_VERSION)
+	tar xzf .tools/llama-server/src/llama_cpp_python-$(LLAMA_VERSION).tar.gz -C .tools/llama-server/src
+	cmake -S .tools/llama-server/src/llama_cpp_python-$(LLAMA_VERSION)/vendor/llama.cpp -B .tools/llama-server/build \
+	  -DCMAKE_BUILD_TYPE=Release $(LLAMA_CMAKE_ARGS) -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF \
+	  -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF
+	cmake --build .tools/llama-server/build --target llama-server -j $$(nproc)
+	cp .tools/llama-server/build/bin/llama-server $@.tmp && mv $@.tmp $@
+	rm -rf .tools/llama-server/src .tools/llama-server/build
+
 # Neovim with the plugin on a copy of a sample file, served by the embedded default model.
 run: $(STAMP)
 	mkdir -p .tools/sample && cp lsp_server/sample.py .tools/sample/shapes.py
@@ -51,7 +67,7 @@ run: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/specfill demo
 
-test: $(STAMP) editors
+test: $(STAMP) editors $(LLAMA_SERVER)
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q
 

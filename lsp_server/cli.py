@@ -6,12 +6,27 @@ import argparse
 import sys
 from pathlib import Path
 
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    """stdio by default; TCP on loopback with --port. LSP has no authentication and the server
+    reads your files, so listening beyond this machine takes a second, explicit flag."""
+    if args.port is not None and args.host not in LOOPBACK:
+        if not args.allow_remote_clients:
+            print(f"specfill: refusing to listen on {args.host}: anyone who reaches that address could read files "
+                  "through the server. Add --allow-remote-clients if you mean it.", file=sys.stderr)
+            return 2
+        print(f"specfill: WARNING: listening on {args.host}:{args.port} without authentication; "
+              "every client that reaches it can read the workspace through completions.", file=sys.stderr)
     from lsp_server.server import server
 
     try:
-        server.start_io()
+        if args.port is None:
+            server.start_io()
+        else:
+            print(f"specfill: listening on {args.host}:{args.port}", file=sys.stderr, flush=True)
+            server.start_tcp(args.host, args.port)
     finally:
         server.worker.stop()  # the editor went away: end a cost profile now, not at its end
     return 0
@@ -132,7 +147,12 @@ def cmd_schema(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="specfill", description="Inline code completion from local GGUF models.")
     sub = parser.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("serve", help="run the language server on stdio").set_defaults(func=cmd_serve)
+    p = sub.add_parser("serve", help="run the language server on stdio (or TCP with --port)")
+    p.add_argument("--port", type=int, help="listen on TCP instead of stdio")
+    p.add_argument("--host", default="127.0.0.1", help="TCP address (default 127.0.0.1: this machine only)")
+    p.add_argument("--allow-remote-clients", action="store_true",
+                   help="let --host be an address other machines reach (no authentication: be sure)")
+    p.set_defaults(func=cmd_serve)
     p = sub.add_parser("complete", help="print one completion and its timings")
     p.add_argument("file")
     p.add_argument("--line", type=int, required=True, help="1-based line")

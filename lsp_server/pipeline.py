@@ -65,6 +65,7 @@ class Pipeline:
         self.stats = Stats()
         self._latest: dict[str, int] = {}
         self._inflight: dict[str, Inflight] = {}
+        self._told: str | None = None  # the last failure the editor was told of, until a success
 
     def accepted(self, length: int) -> None:
         self.stats.accepted += 1
@@ -114,7 +115,7 @@ class Pipeline:
             await asyncio.sleep(settings.completion.debounce_ms / 1000)
             if self._latest.get(at.uri) != n:
                 return None  # a newer keystroke in this document took over
-        if self.worker.loading or self.worker.engine is None:
+        if not self.worker.ready:
             return None
         flight = self._start(at, settings, tell)
         return await self._answer(flight, at, settings, at.prefix)
@@ -126,7 +127,7 @@ class Pipeline:
         return await self._counted(self._candidates(at, settings, tell))
 
     async def _candidates(self, at: Position, settings: Settings, tell: Callable[[str], None]) -> list[Suggestion]:
-        if not settings.completion.enable or self.worker.loading or self.worker.engine is None:
+        if not settings.completion.enable or not self.worker.ready:
             return []
         self._latest[at.uri] = self._latest.get(at.uri, 0) + 1
         flight = self._start(at, settings, tell, settings.completion.candidates)
@@ -167,9 +168,13 @@ class Pipeline:
             if f.cancelled() or f.exception() is not None:
                 if not f.cancelled():
                     self.stats.errors += 1
-                    tell(f"completion failed: {f.exception()}")
+                    message = f"completion failed: {f.exception()}"
+                    if message != self._told:  # an engine that is down fails every keystroke: say it once
+                        tell(message)
+                    self._told = message
                 self.cache.drop(at.uri)
                 return
+            self._told = None
             result = f.result()
             if result is None:
                 return

@@ -285,6 +285,8 @@ def stats(ls: SpecfillServer, params) -> dict:
         "draft_model": str(w.draft.engine.path) if w.draft else None, "time": time.time(),
         "decode_steps": w.engine.decode_steps if w.engine else 0, "threads": threading.active_count(),
         "context_chunks": len(ls.chunks),
+        "remote": {"url": str(w.remote.endpoint), "kind": w.remote.cfg.kind, "infill": w.remote.infill,
+                   "requests": w.remote.requests} if w.remote else None,
         "workspace": {"roots": [str(r) for r in ls.index.roots], "files": len(ls.index.files),
                       "scanned": ls.index.ready.is_set()} if ls.index else None,
     })

@@ -11,10 +11,29 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from prompts.templates import FAMILIES
+
 
 def _opt(default: Any, doc: str, choices: tuple | None = None, lo: int | None = None, hi: int | None = None):
     meta = {"doc": doc, "choices": choices, "min": lo, "max": hi}
     return field(default=default, metadata=meta)
+
+
+@dataclass(kw_only=True)
+class RemoteSettings:
+    url: str = _opt("", "a serving engine (http://host:port) to complete with instead of a local model; "
+                        "empty = local. Its own speculation replaces specfill's")
+    kind: str = _opt("llama-server", "llama-server: llama.cpp's /infill (FIM done by the server); "
+                                     "openai: /v1/completions (vLLM, llama-cpp-python's server)",
+                     choices=("llama-server", "openai"))
+    model: str = _opt("", "model name sent to an openai-kind engine; empty = the engine's default")
+    template: str = _opt("prefix-only", "prompt family specfill spells out for the remote model "
+                                        "(openai kind, or a llama-server whose model lacks FIM tokens)",
+                         choices=tuple(FAMILIES))
+    api_key: str = _opt("", "sent as a Bearer token; empty = none")
+    connect_timeout_ms: int = _opt(1000, "per connection attempt; refused or timed-out connects are "
+                                         "retried twice with backoff", lo=10, hi=60000)
+    read_timeout_ms: int = _opt(5000, "longest silence of the engine before the request fails", lo=10, hi=600000)
 
 
 @dataclass(kw_only=True)
@@ -23,6 +42,7 @@ class ModelSettings:
     draft_path: str = _opt("", "GGUF draft model for speculation.method draft/auto; empty = none")
     n_ctx: int = _opt(4096, "context length in tokens", lo=256, hi=131072)
     threads: int = _opt(0, "decode threads; 0 = all cores", lo=0, hi=256)
+    remote: RemoteSettings = field(default_factory=RemoteSettings)
 
 
 @dataclass(kw_only=True)

@@ -9,6 +9,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from lsp_server.postprocess import wants_single_line
+from lsp_server.remote import RemoteEngine, RemoteError
 from lsp_server.settings import Settings
 from prompts import ContextFile, PromptError, build_prompt, family_for, prompt_tokens
 from prompts.window import prefix_window, suffix_window
@@ -45,6 +46,7 @@ class ModelWorker:
         self._stop = threading.Event()  # shutting down: a cost profile in progress ends early
         self.engine: Engine | None = None
         self.draft: DraftModel | None = None
+        self.remote: RemoteEngine | None = None  # a serving engine instead of the local model
         self.costs: CostModel | None = None
         self.lookup = PromptLookup()
         self.family = "prefix-only"
@@ -59,15 +61,19 @@ class ModelWorker:
         return self._loads > 0
 
     @property
+    def ready(self) -> bool:
+        return not self.loading and (self.engine is not None or self.remote is not None)
+
+    @property
     def state(self) -> str:
         if self.error:
             return "error"
-        return "loading" if self.loading or self.engine is None else "ready"
+        return "ready" if self.ready else "loading"
 
     @staticmethod
     def _key(settings: Settings) -> tuple:
         m = settings.model
-        return (m.path, m.draft_path, m.n_ctx, m.threads)
+        return (m.path, m.draft_path, m.n_ctx, m.threads, tuple(vars(m.remote).values()))
 
     def needs_reload(self, settings: Settings) -> bool:
         """Settings that ask for other models than the last load did (done or queued)."""
@@ -91,12 +97,14 @@ class ModelWorker:
         for eng in (self.engine, self.draft.engine if self.draft else None):
             if eng is not None:
                 eng.close()
-        self.engine, self.draft = None, None
+        self.engine, self.draft, self.remote = None, None, None
 
     def _load(self, settings: Settings) -> str:
         self.error = self.warning = None
         self._close()
         m = settings.model
+        if m.remote.url:
+            return self._load_remote(settings)
         try:
             path = resolve_model_path(m.path or None)
             engine = Engine(path, n_ctx=m.n_ctx, n_threads=m.threads or None)
@@ -120,6 +128,22 @@ class ModelWorker:
                 self.warning = f"draft model not used: {exc}"
         return str(path)
 
+    def _load_remote(self, settings: Settings) -> str:
+        """No local model: check the engine answers. One that does not yet still gets the
+        requests (it may be starting); the editor is told."""
+        try:
+            remote = RemoteEngine(settings.model.remote)
+        except RemoteError as exc:
+            self.error = str(exc)
+            raise
+        try:
+            remote.probe()
+        except RemoteError as exc:
+            self.warning = f"remote engine not answering yet: {exc}"
+        self.family = f"remote {settings.model.remote.kind}"
+        self.remote = remote
+        return remote.describe()
+
     def drafter(self, method: str):
         if method == "off":
             return None
@@ -140,7 +164,11 @@ class ModelWorker:
                                                          candidates))
 
     def _complete(self, req: Request) -> GenerationResult | None:
-        if req.cancel.is_set() or self.engine is None:
+        if req.cancel.is_set():
+            return None
+        if self.remote is not None:
+            return self._complete_remote(self.remote, req)
+        if self.engine is None:
             return None
         engine, s = self.engine, req.settings
         max_tokens = max(1, min(s.completion.max_tokens, engine.n_ctx // 2))
@@ -169,6 +197,15 @@ class ModelWorker:
                 result.stop_reason = "cancelled"  # stopped while branching: counts as superseded
         result.cpu_ms = (time.thread_time() - cpu0) * 1000
         return result
+
+    def _complete_remote(self, remote: RemoteEngine, req: Request) -> GenerationResult:
+        s = req.settings
+        context = [ContextFile(o.path, o.text[-CONTEXT_CHARS:]) for o in req.others[:CONTEXT_FILES]]
+        prefix, suffix = prefix_window(req.prefix), suffix_window(req.suffix)
+        stop = build_prompt(s.model.remote.template, "", "", "").stop
+        stop += ("\n",) if wants_single_line(suffix.split("\n", 1)[0], s.completion.multiline) else ()
+        return remote.generate(prefix, suffix, req.path, context, max_tokens=s.completion.max_tokens, stop=stop,
+                               budget_s=s.completion.budget_ms / 1000, cancel=req.cancel, on_text=req.on_text)
 
     def stop(self) -> None:
         """Ask the running work to end at its next step; does not wait."""

@@ -17,7 +17,7 @@ from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
 
 @contextlib.contextmanager
-def _no_extra_bufts() -> Iterator[None]:
+def no_extra_buffer_types() -> Iterator[None]:
     """Llama() offers no switch for it, but the AMX extra buffer type crashes on these CPUs."""
     original = llama_lib.llama_model_default_params
 
@@ -35,7 +35,7 @@ def _no_extra_bufts() -> Iterator[None]:
 
 class Anchor:
     def __init__(self, path: Path, n_ctx: int, threads: int) -> None:
-        with _no_extra_bufts():
+        with no_extra_buffer_types():
             self.llm = llama_cpp.Llama(str(path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
                                        draft_model=LlamaPromptLookupDecoding(), flash_attn=False,
                                        logits_all=True, verbose=False)

@@ -38,7 +38,8 @@ def test_schema_lists_every_setting_with_type_default_and_description():
                                           "minimum": 256, "maximum": 131072}
     assert sch["specfill.speculation.method"]["enum"] == ["auto", "lookup", "draft", "off"]
     assert sch["specfill.context.openFiles"]["type"] == "boolean"
-    assert len(sch) == 16 and all(v["description"] for v in sch.values())
+    assert sch["specfill.model.remote.kind"]["enum"] == ["llama-server", "openai"]
+    assert len(sch) == 23 and all(v["description"] for v in sch.values())
 
 
 def test_readme_documents_every_setting_with_its_default():
