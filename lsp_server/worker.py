@@ -114,6 +114,7 @@ class ModelWorker:
             raise
         self.family = family_for(engine)
         self.engine = engine
+        warnings = [self.costs.not_saved]
         self.lookup = PromptLookup()
         if m.draft_path:
             draft_engine = None
@@ -125,7 +126,8 @@ class ModelWorker:
             except (ModelError, OSError) as exc:
                 if draft_engine is not None:
                     draft_engine.close()
-                self.warning = f"draft model not used: {exc}"
+                warnings.append(f"draft model not used: {exc}")
+        self.warning = "; ".join(w for w in warnings if w) or None
         return str(path)
 
     def _load_remote(self, settings: Settings) -> str:

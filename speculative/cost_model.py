@@ -8,6 +8,7 @@ k = 0 is plain decoding, so speculation is only chosen when it is expected to wi
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -29,6 +30,7 @@ class CostModel:
     margin: float = 1.03  # a draft must beat plain by this factor: noise and Python overhead
     live_ms: dict[int, float] = field(default_factory=dict)  # running means of real steps
     live_n: dict[int, int] = field(default_factory=dict)
+    not_saved: str | None = None  # why the profiled table could not be cached (full or read-only disk)
 
     def observe(self, n: int, ms: float) -> None:
         """Learn from a real step: the context depth and the machine's load move the costs."""
@@ -130,11 +132,16 @@ def load_cost_model(engine, threads: int, build: str, refresh: bool = False,
         return CostModel({int(k): float(v) for k, v in entry["verify_ms"].items()})
     costs = profile_verify_costs(engine, stop=stop)
     table[key] = {"model": str(engine.path), "threads": threads, "build": build, "verify_ms": costs}
+    model = CostModel(costs)
+    tmp = path.with_suffix(".tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(table, indent=1))
-        tmp.replace(path)
-    except OSError:
-        pass  # a read-only or full cache dir costs a re-profile next load, nothing else
-    return CostModel(costs)
+        tmp.replace(path)  # the old table stays whole until the new one is
+    except OSError as exc:
+        # A full or read-only cache dir costs a re-profile at the next load, nothing else.
+        model.not_saved = (f"cost table not saved in {path.parent}: {exc.strerror or exc}; "
+                           "it is measured again at the next load")
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+    return model

@@ -1,6 +1,7 @@
 """Shared pieces of the end-to-end tests: a real server over stdio with pytest-lsp."""
 
 import asyncio
+import os
 import sys
 
 import pytest_lsp
@@ -15,8 +16,10 @@ TEXT = (
 )
 
 
-def client_fixture(init_options, capabilities=None):
-    @pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
+def client_fixture(init_options, capabilities=None, env=None):
+    """A client of a fresh server; `env` adds to the server's environment."""
+    @pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER,
+                                                  server_env={**os.environ, **env} if env else None))
     async def client(lsp_client: LanguageClient):
         lsp_client.init_result = await lsp_client.initialize_session(types.InitializeParams(
             capabilities=capabilities or types.ClientCapabilities(), initialization_options=init_options))

@@ -1,5 +1,7 @@
-"""Faults while serving: the model file truncated or deleted under a running server."""
+"""Faults while serving: the model or draft model file truncated, deleted or missing; a cache
+dir on a full disk. Each is said to the editor, and the server keeps serving."""
 
+import asyncio
 import os
 import shutil
 import tempfile
@@ -37,3 +39,71 @@ async def test_model_file_truncated_then_deleted_while_serving(client: LanguageC
     assert (await complete(client, 1, 11, uri=third)).items
     s = await stats(client)
     assert field(s, "state") == "ready" and field(s, "errors") == 0
+
+
+DRAFT = Path(tempfile.mkdtemp(prefix="specfill-draft-")) / "draft.gguf"
+shutil.copy(resolve_model_path(None), DRAFT)
+MISSING_DRAFT = "/nonexistent/specfill/draft.gguf"
+missing_draft_client = client_fixture({"specfill": {"model": {"draftPath": MISSING_DRAFT},
+                                                    "speculation": {"method": "draft"},
+                                                    "completion": {"debounceMs": 0}}})
+draft_client = client_fixture({"specfill": {"model": {"draftPath": str(DRAFT)}, "speculation": {"method": "draft"},
+                                            "completion": {"debounceMs": 0}}})
+
+# A cache dir whose cost table cannot be written: the temporary file it is written through
+# is /dev/full, so the write fails with ENOSPC from the kernel, as on a full disk.
+FULL_CACHE = Path(tempfile.mkdtemp(prefix="specfill-full-cache-"))
+(FULL_CACHE / "verify_costs.tmp").symlink_to("/dev/full")
+full_cache_client = client_fixture({"specfill": {"completion": {"debounceMs": 0}}},
+                                   env={"SPECFILL_CACHE_DIR": str(FULL_CACHE)})
+
+
+async def told(client, text: str, timeout: float = 10.0) -> list[str]:
+    """The showMessage texts containing `text`, waiting a little for them to arrive."""
+    for _ in range(int(timeout * 10)):
+        found = [m.message for m in client.messages if text in m.message]
+        if found:
+            return found
+        await asyncio.sleep(0.1)
+    return []
+
+
+@pytest.mark.asyncio
+async def test_missing_draft_model_is_named_and_the_target_serves(missing_draft_client: LanguageClient):
+    await wait_ready(missing_draft_client)
+    (message,) = await told(missing_draft_client, "draft model not used")
+    assert MISSING_DRAFT in message
+    open_doc(missing_draft_client)
+    line, col = end_of(TEXT)
+    assert (await complete(missing_draft_client, line, col)).items
+    s = await stats(missing_draft_client)
+    assert field(s, "draft_model") is None and field(s, "errors") == 0 and field(s, "state") == "ready"
+
+
+@pytest.mark.asyncio
+async def test_draft_model_deleted_while_serving(draft_client: LanguageClient):
+    await wait_ready(draft_client)
+    assert field(await stats(draft_client), "draft_model") == str(DRAFT)
+    open_doc(draft_client)
+    line, col = end_of(TEXT)
+    assert (await complete(draft_client, line, col)).items
+    os.truncate(DRAFT, 1000)
+    DRAFT.unlink()
+    other = "file:///tmp/specfill-test/other.py"
+    open_doc(draft_client, "def add(a, b):\n    return ", uri=other)
+    assert (await complete(draft_client, 1, 11, uri=other)).items
+    s = await stats(draft_client)
+    assert field(s, "state") == "ready" and field(s, "errors") == 0
+
+
+@pytest.mark.asyncio
+async def test_full_cache_dir_is_said_and_the_server_serves(full_cache_client: LanguageClient):
+    await wait_ready(full_cache_client)
+    (message,) = await told(full_cache_client, "cost table not saved")
+    assert "No space left on device" in message and str(FULL_CACHE) in message
+    assert not (FULL_CACHE / "verify_costs.json").exists()
+    assert not (FULL_CACHE / "verify_costs.tmp").exists(), "the partial file is removed, freeing what it took"
+    open_doc(full_cache_client)
+    line, col = end_of(TEXT)
+    assert (await complete(full_cache_client, line, col)).items
+    assert field(await stats(full_cache_client), "errors") == 0
