@@ -107,7 +107,7 @@ def main(workload: str, key_ms: float, json_out: str | None, settings: dict | No
     report = _run_sync(load_workload(workload), key_ms, settings or {})
     lat = report["latency_ms"]
     print(f"{report['n_cases']} cases, {report['keystrokes']} keystrokes at {key_ms:.0f} ms, model "
-          f"{Path(report['server']['model']).name}, build {report['server']['build']}")
+          f"{report['server']['model']}, build {report['server']['build']}")
     print(f"latency p50 {lat['p50']:.0f} ms, p95 {lat['p95']:.0f} ms, p99 {lat['p99']:.0f} ms over "
           f"{report['answered']} requests; TTFT p50 {report['ttft_ms']['p50']:.0f} ms")
     print(f"cache hits {report['cache_hit_rate']:.0%}, useful {report['useful']:.0%}, errors {report['errors']}")

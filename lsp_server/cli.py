@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -101,7 +102,8 @@ def cmd_bench_lsp(args: argparse.Namespace) -> int:
     from lsp_server.bench_lsp import main as bench_lsp
 
     try:
-        return bench_lsp(args.workload, args.key_ms, args.json)
+        settings = json.loads(args.settings) if args.settings else {}
+        return bench_lsp(args.workload, args.key_ms, args.json, settings)
     except (ValueError, OSError) as exc:
         print(f"specfill: {exc}", file=sys.stderr)
         return 2
@@ -131,7 +133,6 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    import json
 
     from lsp_server import schema_export
     from lsp_server.settings import schema
@@ -194,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workload", required=True, help="JSONL file from `specfill workload`")
     p.add_argument("--key-ms", type=float, default=80.0, help="pause between keystrokes")
     p.add_argument("--json")
+    p.add_argument("--settings", help='server settings as JSON, e.g. \'{"model": {"remote": {"url": "http://127.0.0.1:8012"}}}\'')
     p.set_defaults(func=cmd_bench_lsp)
     p = sub.add_parser("stress", help="random edits, cancel storms and a timed typing replay against the real server")
     p.add_argument("--edits", type=int, default=10000)

@@ -89,9 +89,9 @@ def _connect(ep: Endpoint, limits: Limits, cancel: threading.Event) -> socket.so
 class _Reader:
     """Bytes from a non-blocking socket, waiting in short polls so a cancel is seen at once."""
 
-    def __init__(self, sock: socket.socket, ep: Endpoint, limits: Limits, cancel: threading.Event,
-                 deadline: float | None) -> None:
-        self.sock, self.ep, self.limits, self.cancel, self.deadline = sock, ep, limits, cancel, deadline
+    def __init__(self, sock: socket.socket, ep: Endpoint, limits: Limits, cancel: threading.Event) -> None:
+        self.sock, self.ep, self.limits, self.cancel = sock, ep, limits, cancel
+        self.deadline: float | None = None  # time.monotonic() at which to give up
         self.buf = b""
         self.eof = False
 
@@ -181,8 +181,14 @@ def _error_text(status: int, reason: str, body: bytes) -> str:
 
 
 class Response:
-    def __init__(self, status: int, reason: str, headers: dict[str, str], chunks: Iterator[bytes]) -> None:
+    def __init__(self, status: int, reason: str, headers: dict[str, str], chunks: Iterator[bytes],
+                 reader: _Reader) -> None:
         self.status, self.reason, self.headers, self.chunks = status, reason, headers, chunks
+        self._reader = reader
+
+    def close_at(self, deadline: float | None) -> None:
+        """From now on, close the stream at `deadline` (time.monotonic()): DeadlineReached."""
+        self._reader.deadline = deadline
 
     def events(self) -> Iterator[str]:
         """Server-sent events' data fields; a plain JSON body is one event."""
@@ -202,8 +208,7 @@ class Response:
 
 @contextlib.contextmanager
 def request(method: str, ep: Endpoint, path: str, body: dict | None, limits: Limits,
-            cancel: threading.Event | None = None, deadline: float | None = None,
-            headers: dict[str, str] | None = None) -> Iterator[Response]:
+            cancel: threading.Event | None = None, headers: dict[str, str] | None = None) -> Iterator[Response]:
     """Send one request; the response once its headers are in. The connection is closed
     when the with-block ends, however it ends (done, cancelled, failed).
     A status other than 2xx raises HttpError with the server's message."""
@@ -223,7 +228,7 @@ def request(method: str, ep: Endpoint, path: str, body: dict | None, limits: Lim
         except OSError as exc:
             raise HttpError(f"{ep} closed the connection: {exc.strerror or exc}") from None
         sock.setblocking(False)
-        reader = _Reader(sock, ep, limits, cancel, deadline)
+        reader = _Reader(sock, ep, limits, cancel)
         status_line = reader.line().decode("latin-1")
         try:
             _, code, *reason = status_line.split(" ", 2)
@@ -242,6 +247,6 @@ def request(method: str, ep: Endpoint, path: str, body: dict | None, limits: Lim
                 if len(data) > MAX_ERROR_BODY:
                     break
             raise HttpError(f"{ep}{path}: {_error_text(status, reason[0] if reason else '', data)}")
-        yield Response(status, reason[0] if reason else "", hdrs, chunks)
+        yield Response(status, reason[0] if reason else "", hdrs, chunks, reader)
     finally:
         sock.close()  # closing the stream is how a server learns to stop generating

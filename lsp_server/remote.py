@@ -75,14 +75,14 @@ class RemoteEngine:
     def generate(self, prefix: str, suffix: str, path: str, context: Sequence[ContextFile], *, max_tokens: int,
                  stop: Sequence[str], budget_s: float, cancel: threading.Event,
                  on_text: Callable[[str], None] | None = None) -> GenerationResult:
-        t0 = time.perf_counter()
+        t0 = time.monotonic()
         try:
             return self._generate(prefix, suffix, path, context, max_tokens, stop, budget_s, cancel, on_text, t0)
         except HttpError as exc:
             if self.infill and "not supported" in str(exc).lower():
                 self.infill = False  # the model has no FIM tokens: spell the prompt ourselves from now on
                 return self.generate(prefix, suffix, path, context, max_tokens=max_tokens, stop=stop,
-                                     budget_s=budget_s - (time.perf_counter() - t0), cancel=cancel,
+                                     budget_s=budget_s - (time.monotonic() - t0), cancel=cancel,
                                      on_text=on_text)
             raise RemoteError(str(exc)) from None
 
@@ -93,8 +93,7 @@ class RemoteEngine:
         text, events, ttft, reason = "", 0, None, "max_tokens"
         n_prompt = n_reused = 0
         try:
-            with request("POST", self.endpoint, endpoint, body, self.limits, cancel, t0 + budget_s,
-                         self.headers) as resp:
+            with request("POST", self.endpoint, endpoint, body, self.limits, cancel, self.headers) as resp:
                 for data in resp.events():
                     if data == "[DONE]":
                         break
@@ -105,7 +104,9 @@ class RemoteEngine:
                     piece, done, why = self._piece(event)
                     events += 1
                     if piece:
-                        ttft = ttft if ttft is not None else (time.perf_counter() - t0) * 1000
+                        if ttft is None:  # as locally, the budget ends decoding, never the prompt's reading
+                            ttft = (time.monotonic() - t0) * 1000
+                            resp.close_at(t0 + budget_s)
                         text, stopped = _stop_at(text + piece, stop)
                         if on_text is not None:
                             on_text(text)
@@ -125,7 +126,7 @@ class RemoteEngine:
             reason = "cancelled"
         except DeadlineReached:
             reason = "budget"
-        total = (time.perf_counter() - t0) * 1000
+        total = (time.monotonic() - t0) * 1000
         return GenerationResult(text=text, tokens=[], stop_reason=reason, n_prompt=n_prompt, n_reused=n_reused,
                                 ttft_ms=ttft if ttft is not None else total, total_ms=total, decode_steps=events)
 
