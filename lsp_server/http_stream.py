@@ -81,7 +81,11 @@ def _connect(ep: Endpoint, limits: Limits, cancel: threading.Event) -> socket.so
                 raise Cancelled from None
             delay *= 2
     if ep.scheme == "https":
-        sock = ssl.create_default_context().wrap_socket(sock, server_hostname=ep.host)
+        try:
+            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=ep.host)
+        except OSError as exc:  # ssl.SSLError is one: a bad certificate, or not TLS at all
+            sock.close()
+            raise HttpError(f"TLS with {ep} failed: {exc}") from None
     sock.setblocking(False)
     return sock
 

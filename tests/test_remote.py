@@ -170,3 +170,12 @@ def test_llama_server_infill_with_fim_tokens(model_path, tmp_path):
         assert r.infill and with_context.n_prompt > alone.n_prompt + 10, "input_extra reached the prompt"
     finally:
         engine.kill()
+
+
+def test_tls_to_a_plain_http_engine_is_named():
+    plain = Failing(500, "plain http")
+    try:
+        with pytest.raises(RemoteError, match="TLS with https://127.0.0.1"):
+            generate(remote(plain.url.replace("http://", "https://")))
+    finally:
+        plain.close()
