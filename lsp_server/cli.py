@@ -133,7 +133,6 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-
     from lsp_server import schema_export
     from lsp_server.settings import schema
 

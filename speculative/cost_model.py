@@ -21,7 +21,7 @@ from pathlib import Path
 
 PROFILE_KS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32)
 MAX_VERIFY = PROFILE_KS[-1]
-PROFILE_VERSION = "v2-depth1024"  # part of the cache key: a changed profile is measured anew
+PROFILE_VERSION = "v3-q8k-ub64"  # part of the cache key: a changed profile or engine is measured anew
 
 
 @dataclass
