@@ -1,33 +1,49 @@
-"""How fast prompt lookup could be at best: the yardstick for the cost model's choices.
+"""How fast prompt lookup could be at best: yardsticks for the cost model's choices.
 
 Given the target's own output, the tokens each lookup draft would have had accepted are known
-after the fact. An oracle that drafts exactly the right number at every step (none where a
-step would not pay) decodes in the least time the profiled verify costs allow; no policy for
-choosing draft lengths can beat it with this drafter on this machine.
+after the fact. Two bounds, both in time modelled from the profiled verify costs:
+- per position: an oracle that drafts exactly the right number at every step (none where a
+  step would not pay); no policy with this drafter can beat it on this machine;
+- per kind: the best single draft length for each kind of position a policy can tell apart
+  before verifying (match length, lead over rival matches, the target's top-2 logit gap on
+  the last token), chosen knowing the whole run: what a perfectly calibrated policy on these
+  features could reach (optimistic: it is fitted on the very cases it is scored on).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import bisect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from speculative.cost_model import CostModel
 from speculative.drafters import PromptLookup
 
+GAP_BINS = (0.0, 2.0, 5.0, 10.0)  # the target's top-2 logit gap on the last token
 
-def accepted_runs(lookup: PromptLookup, prompt: Sequence[int], tokens: Sequence[int]) -> list[int]:
-    """For each j: how many tokens of lookup's draft after tokens[:j + 1] equal tokens[j + 1:]."""
+
+@dataclass(frozen=True)
+class Spot:
+    run: int  # draft tokens the target would accept here
+    kind: str  # what a policy can see before verifying; "" = lookup found nothing
+
+
+def spots(lookup: PromptLookup, prompt: Sequence[int], tokens: Sequence[int],
+          gaps: Sequence[float] = ()) -> list[Spot]:
+    """One Spot for each j: lookup's draft after tokens[:j + 1] against tokens[j + 1:]."""
     seq = np.asarray([*prompt, *tokens], dtype=np.int32)
-    runs = []
+    out = []
     for j in range(len(tokens)):
-        cont, n, _ = lookup.find(seq[: len(prompt) + j + 1])
+        cont, n, lead = lookup.find(seq[: len(prompt) + j + 1])
         ahead = tokens[j + 1:]
         a = 0
         while n and a < min(len(cont), len(ahead)) and int(cont[a]) == ahead[a]:
             a += 1
-        runs.append(a)
-    return runs
+        gap = GAP_BINS[bisect.bisect_right(GAP_BINS, gaps[j]) - 1] if j < len(gaps) else 0.0
+        out.append(Spot(a, f"{lookup._bucket(n, lead)}/g{gap:g}" if n else ""))
+    return out
 
 
 def best_ms(runs: Sequence[int], costs: CostModel, max_draft: int) -> float:
@@ -43,15 +59,31 @@ def best_ms(runs: Sequence[int], costs: CostModel, max_draft: int) -> float:
     return best[0]
 
 
-def lookup_bound(cases: Sequence[tuple[Sequence[int], Sequence[int], Sequence[Sequence[int]]]],
-                 costs: CostModel, max_draft: int) -> float:
-    """Speedup over plain, in modelled time, of the oracle over (prompt, plain tokens, extra
-    sources) cases; lookup remembers earlier outputs as the bench's lookup does."""
-    lookup = PromptLookup()
-    plain = oracle = 0.0
-    for prompt, tokens, extra in cases:
-        lookup.begin(extra)
-        plain += max(0, len(tokens) - 1) * costs.cost(1)
-        oracle += best_ms(accepted_runs(lookup, prompt, tokens), costs, max_draft)
-        lookup.end(tokens)
-    return plain / oracle if oracle else 1.0
+def policy_ms(case: Sequence[Spot], k_of: Callable[[str], int], costs: CostModel, max_draft: int) -> float:
+    """Modelled decode time of a policy that drafts k_of(kind) tokens wherever lookup found one."""
+    t, j, m = 0.0, 0, len(case)
+    while j < m - 1:
+        k = min(k_of(case[j].kind), max_draft, m - 2 - j) if case[j].kind else 0
+        t += costs.cost(k + 1)
+        j += min(k, case[j].run) + 1
+    return t
+
+
+def bounds(cases: Sequence[Sequence[Spot]], costs: CostModel, max_draft: int) -> dict[str, float]:
+    """Speedups over plain, in modelled time: per position and per kind (see the module)."""
+    plain = sum(max(0, len(c) - 1) for c in cases) * costs.cost(1)
+    oracle = sum(best_ms([s.run for s in c], costs, max_draft) for c in cases)
+    ks = {s.kind: 0 for c in cases for s in c if s.kind}
+
+    def total() -> float:
+        return sum(policy_ms(c, ks.__getitem__, costs, max_draft) for c in cases)
+
+    for _ in range(3):  # coordinate descent: one kind's length at a time
+        for kind in sorted(ks):
+            scores = {}
+            for k in range(max_draft + 1):
+                ks[kind] = k
+                scores[k] = total()
+            ks[kind] = min(scores, key=scores.get)
+    per_kind = total()
+    return {"per_position": plain / oracle if oracle else 1.0, "per_kind": plain / per_kind if per_kind else 1.0}

@@ -1,6 +1,6 @@
-"""The hindsight bound of prompt lookup: pure functions on token lists and a cost table."""
+"""The hindsight bounds of prompt lookup: pure functions on token lists and a cost table."""
 
-from speculative.bound import accepted_runs, best_ms, lookup_bound
+from speculative.bound import Spot, best_ms, bounds, policy_ms, spots
 from speculative.cost_model import CostModel
 from speculative.drafters import PromptLookup
 
@@ -11,8 +11,10 @@ def test_runs_count_the_draft_tokens_the_target_then_produced():
     prompt = [1, 2, 3, 4, 5, 1, 2, 3]
     tokens = [4, 5, 1, 2, 9]
     # after ...1 2 3 4 the text repeats from its start: 5 1 2 3 4, of which 5 1 2 come next
-    assert accepted_runs(PromptLookup(), prompt, tokens)[:3] == [3, 2, 1]
-    assert accepted_runs(PromptLookup(), prompt, tokens)[-1] == 0, "nothing after the last token"
+    found = spots(PromptLookup(), prompt, tokens, gaps=[0.1, 3.0, 12.0])
+    assert [s.run for s in found][:3] == [3, 2, 1] and found[-1].run == 0
+    assert found[0].kind.endswith("/g0") and found[1].kind.endswith("/g2") and found[2].kind.endswith("/g10")
+    assert spots(PromptLookup(), [1, 2, 3], [4])[0].kind == "", "no match: nothing a policy could draft"
 
 
 def test_no_runs_cost_plain_steps():
@@ -30,9 +32,19 @@ def test_dear_rows_make_drafting_not_pay():
     assert best_ms([3, 0, 0, 0, 0], dear, 16) == 4 * dear.cost(1)
 
 
-def test_bound_over_cases_is_plain_time_over_oracle_time():
-    prompt = [7, 8, 9, 10, 11, 12] * 3
-    tokens = [7, 8, 9, 10, 11, 12, 7, 8]
-    bound = lookup_bound([(prompt, tokens, [])], COSTS, 16)
-    assert bound > 2.0, "a text that repeats exactly is nearly free to verify"
-    assert lookup_bound([([1, 2, 3], [4, 5, 6], [])], COSTS, 16) == 1.0, "nothing to copy"
+def test_a_policy_pays_for_rejected_drafts():
+    case = [Spot(0, "a"), Spot(2, "b"), Spot(0, "a"), Spot(0, "a"), Spot(0, "")]
+    # k=2 at "a" verifies 3 rows (14 ms) for 1 token; at "b" it takes the run of 2 and the
+    # target's next token in one step, which ends the case
+    assert policy_ms(case, lambda kind: 2, COSTS, 16) == 2 * COSTS.cost(3)
+    assert policy_ms(case, lambda kind: 0, COSTS, 16) == 4 * COSTS.cost(1)
+
+
+def test_bounds_order_and_values():
+    case = [Spot(0, "a"), Spot(2, "b"), Spot(0, "a"), Spot(0, "a"), Spot(0, "")]
+    b = bounds([case], COSTS, 16)
+    # draft 2 at "b" only: 10 ms, then 14 ms for the last three tokens, against 40 ms plain
+    assert b["per_kind"] == 40 / 24 and b["per_position"] == 40 / 24
+    mixed = [Spot(2, "a"), Spot(0, "a"), Spot(0, "a"), Spot(0, "a"), Spot(0, "a"), Spot(0, "")]
+    b = bounds([mixed, mixed[1:] + [Spot(0, "")]], COSTS, 16)
+    assert b["per_position"] > b["per_kind"] >= 1.0, "one length per kind cannot tell these positions apart"
