@@ -19,6 +19,15 @@ shutil.copy(resolve_model_path(None), MODEL)
 client = client_fixture({"specfill": {"model": {"path": str(MODEL)}, "completion": {"debounceMs": 0}}})
 
 
+async def still_serves(client, name: str) -> None:
+    """A suggestion in a new document, and a server that says it is ready with no errors."""
+    uri = f"file:///tmp/specfill-test/{name}.py"
+    open_doc(client, "def add(a, b):\n    return ", uri=uri)
+    assert (await complete(client, 1, 11, uri=uri)).items
+    s = await stats(client)
+    assert field(s, "state") == "ready" and field(s, "errors") == 0
+
+
 @pytest.mark.asyncio
 async def test_model_file_truncated_then_deleted_while_serving(client: LanguageClient):
     """The weights live in memory (not mmapped), so a file rewritten in place cannot kill
@@ -29,16 +38,10 @@ async def test_model_file_truncated_then_deleted_while_serving(client: LanguageC
     assert (await complete(client, line, col)).items
     os.truncate(MODEL, 1000)
     steps = field(await stats(client), "decode_steps")
-    other = "file:///tmp/specfill-test/other.py"
-    open_doc(client, "def add(a, b):\n    return ", uri=other)
-    assert (await complete(client, 1, 11, uri=other)).items  # new decoding on the same weights
-    assert field(await stats(client), "decode_steps") > steps
+    await still_serves(client, "other")
+    assert field(await stats(client), "decode_steps") > steps, "new decoding on the same weights"
     MODEL.unlink()
-    third = "file:///tmp/specfill-test/third.py"
-    open_doc(client, "def sub(a, b):\n    return ", uri=third)
-    assert (await complete(client, 1, 11, uri=third)).items
-    s = await stats(client)
-    assert field(s, "state") == "ready" and field(s, "errors") == 0
+    await still_serves(client, "third")
 
 
 DRAFT = Path(tempfile.mkdtemp(prefix="specfill-draft-")) / "draft.gguf"
@@ -89,11 +92,7 @@ async def test_draft_model_deleted_while_serving(draft_client: LanguageClient):
     assert (await complete(draft_client, line, col)).items
     os.truncate(DRAFT, 1000)
     DRAFT.unlink()
-    other = "file:///tmp/specfill-test/other.py"
-    open_doc(draft_client, "def add(a, b):\n    return ", uri=other)
-    assert (await complete(draft_client, 1, 11, uri=other)).items
-    s = await stats(draft_client)
-    assert field(s, "state") == "ready" and field(s, "errors") == 0
+    await still_serves(draft_client, "other")
 
 
 @pytest.mark.asyncio
