@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from lsp_server.postprocess import wants_single_line
 from lsp_server.remote import RemoteEngine, RemoteError
 from lsp_server.settings import Settings
-from prompts import ContextFile, PromptError, build_prompt, family_for, prompt_tokens
+from prompts import FAMILIES, ContextFile, PromptError, build_prompt, family_for, prompt_tokens
 from prompts.window import prefix_window, suffix_window
 from speculative import Engine, GenerationResult, ModelError, resolve_model_path
 from speculative.build_info import build_info
@@ -174,16 +174,13 @@ class ModelWorker:
             return None
         engine, s = self.engine, req.settings
         max_tokens = max(1, min(s.completion.max_tokens, engine.n_ctx // 2))
-        # Other open documents: a short chunk each in the prompt (the fit drops them first when
-        # space is short), and more of their text for prompt lookup to copy from.
-        context = [ContextFile(o.path, o.text[-CONTEXT_CHARS:]) for o in req.others[:CONTEXT_FILES]]
-        prefix, suffix = prefix_window(req.prefix), suffix_window(req.suffix)
+        context, prefix, suffix, line_stop = self._shape(req)
         parts = build_prompt(self.family, prefix, suffix, req.path, context=context)
         try:
             tokens = prompt_tokens(engine, parts, engine.n_ctx - max_tokens - 1)
         except PromptError:
             return None
-        stop = parts.stop + (("\n",) if wants_single_line(suffix.split("\n", 1)[0], s.completion.multiline) else ())
+        stop = parts.stop + line_stop
         sources = [engine.tokenize(suffix, parse_special=False)]  # text worth copying from
         sources += [engine.tokenize(o.text[-LOOKUP_CHARS:], parse_special=False) for o in req.others[:LOOKUP_FILES]]
         cpu0 = time.thread_time()
@@ -200,12 +197,21 @@ class ModelWorker:
         result.cpu_ms = (time.thread_time() - cpu0) * 1000
         return result
 
-    def _complete_remote(self, remote: RemoteEngine, req: Request) -> GenerationResult:
-        s = req.settings
+    @staticmethod
+    def _shape(req: Request) -> tuple[list[ContextFile], str, str, tuple[str, ...]]:
+        """What any engine is asked with: context files, the windowed prefix and suffix, and
+        the stop that keeps a suggestion to one line where one line is wanted."""
+        # Other open documents: a short chunk each in the prompt (the fit drops them first when
+        # space is short); prompt lookup gets more of their text (LOOKUP_CHARS).
         context = [ContextFile(o.path, o.text[-CONTEXT_CHARS:]) for o in req.others[:CONTEXT_FILES]]
         prefix, suffix = prefix_window(req.prefix), suffix_window(req.suffix)
-        stop = build_prompt(s.model.remote.template, "", "", "").stop
-        stop += ("\n",) if wants_single_line(suffix.split("\n", 1)[0], s.completion.multiline) else ()
+        single = wants_single_line(suffix.split("\n", 1)[0], req.settings.completion.multiline)
+        return context, prefix, suffix, ("\n",) if single else ()
+
+    def _complete_remote(self, remote: RemoteEngine, req: Request) -> GenerationResult:
+        s = req.settings
+        context, prefix, suffix, line_stop = self._shape(req)
+        stop = FAMILIES[s.model.remote.template].stop + line_stop
         return remote.generate(prefix, suffix, req.path, context, max_tokens=s.completion.max_tokens, stop=stop,
                                budget_s=s.completion.budget_ms / 1000, cancel=req.cancel, on_text=req.on_text)
 

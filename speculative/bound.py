@@ -42,7 +42,7 @@ def spots(lookup: PromptLookup, prompt: Sequence[int], tokens: Sequence[int],
         while n and a < min(len(cont), len(ahead)) and int(cont[a]) == ahead[a]:
             a += 1
         gap = GAP_BINS[bisect.bisect_right(GAP_BINS, gaps[j]) - 1] if j < len(gaps) else 0.0
-        out.append(Spot(a, f"{lookup._bucket(n, lead)}/g{gap:g}" if n else ""))
+        out.append(Spot(a, f"{lookup.bucket(n, lead)}/g{gap:g}" if n else ""))
     return out
 
 

@@ -140,7 +140,7 @@ class PromptLookup:
     MAX_OPEN = 64
 
     def __init__(self, max_recent: int = 16) -> None:
-        self.runs = RunLengths({self._bucket(b, lead): p for b, p in self.PRIORS.items() for lead in self.LEADS})
+        self.runs = RunLengths({self.bucket(b, lead): p for b, p in self.PRIORS.items() for lead in self.LEADS})
         self.sources: list[np.ndarray] = []
         self.recent: deque[np.ndarray] = deque(maxlen=max_recent)
         self._open: deque[_Open] = deque(maxlen=self.MAX_OPEN)
@@ -157,7 +157,8 @@ class PromptLookup:
         self._open.clear()  # what was not seen yet stays unscored (censored), not counted wrong
 
     @classmethod
-    def _bucket(cls, n: int, lead: int) -> str:
+    def bucket(cls, n: int, lead: int) -> str:
+        """The kind of a match, as acceptance is learned and looked up: its length and its lead, bucketed."""
         nb = cls.BUCKETS[bisect.bisect_right(cls.BUCKETS, n) - 1]
         lb = cls.LEADS[bisect.bisect_right(cls.LEADS, lead) - 1]
         return f"n{nb}+{lb}"
@@ -201,7 +202,7 @@ class PromptLookup:
         cont, n, lead = self.find(seq)
         if n == 0:
             return None
-        bucket = self._bucket(n, lead)
+        bucket = self.bucket(n, lead)
         self._open.append(_Open(len(seq), cont, bucket))
         ps = self.runs.ps(bucket, min(k_cap, cont.size))
         k = costs.choose(ps)
