@@ -10,9 +10,10 @@ STAMP := $(VENV)/.installed
 
 CODE_SERVER := .tools/code-server/.done-4.96.4
 LLAMA_SERVER := .tools/llama-server/llama-server
+VOCABS := .tools/vocab/.done-$(LLAMA_VERSION)
 VSIX := editors/vscode/specfill.vsix
 
-.PHONY: install editors llama-server run demo test lint clean
+.PHONY: install editors llama-server vocabs run demo test lint clean
 
 install: $(STAMP)
 
@@ -57,6 +58,18 @@ $(LLAMA_SERVER): | $(STAMP)
 	cp .tools/llama-server/build/bin/llama-server $@.tmp && mv $@.tmp $@
 	rm -rf .tools/llama-server/src .tools/llama-server/build
 
+# The vocabulary-only GGUF files that llama.cpp's sources carry for many tokenizers (Qwen2,
+# DeepSeek-Coder, StarCoder, Llama SPM, Gemma 4, ...): token healing and prompt-family tests.
+vocabs: $(VOCABS)
+
+$(VOCABS): | $(STAMP)
+	rm -rf .tools/vocab && mkdir -p .tools/vocab/src
+	$(PY) -m pip download -q --no-deps --no-binary :all: -d .tools/vocab/src llama-cpp-python==$(LLAMA_VERSION)
+	tar xzf .tools/vocab/src/llama_cpp_python-$(LLAMA_VERSION).tar.gz -C .tools/vocab/src --wildcards \
+	  '*/vendor/llama.cpp/models/ggml-vocab-*.gguf'
+	mv .tools/vocab/src/llama_cpp_python-$(LLAMA_VERSION)/vendor/llama.cpp/models/ggml-vocab-*.gguf .tools/vocab/
+	rm -rf .tools/vocab/src && touch $@
+
 # Neovim with the plugin on a copy of a sample file, served by the embedded default model.
 run: $(STAMP)
 	mkdir -p .tools/sample && cp lsp_server/sample.py .tools/sample/shapes.py
@@ -67,7 +80,7 @@ run: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/specfill demo
 
-test: $(STAMP) editors $(LLAMA_SERVER)
+test: $(STAMP) editors $(LLAMA_SERVER) $(VOCABS)
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q
 

@@ -20,8 +20,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
             return 2
         print(f"specfill: WARNING: listening on {args.host}:{args.port} without authentication; "
               "every client that reaches it can read the workspace through completions.", file=sys.stderr)
+    from lsp_server.logs import add_file
     from lsp_server.server import server
 
+    if args.log_file:
+        try:
+            add_file(args.log_file)
+        except OSError as exc:
+            print(f"specfill: cannot write the log file {args.log_file}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
     try:
         if args.port is None:
             server.start_io()
@@ -34,7 +41,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_complete(args: argparse.Namespace) -> int:
-    from lsp_server.postprocess import postprocess
+    from lsp_server.postprocess import for_cursor
     from lsp_server.settings import Settings
     from lsp_server.worker import ModelWorker
     from speculative import ModelError
@@ -61,33 +68,32 @@ def cmd_complete(args: argparse.Namespace) -> int:
     prefix, suffix = text[:offset], text[offset:]
     result = worker.complete(prefix, suffix, args.file, settings).result()
     worker.shutdown()
-    line_suffix, _, below = suffix.partition("\n")
-    print(postprocess(result.text, line_suffix, below.split("\n"), prefix.rsplit("\n", 1)[-1]).text)
+    print(for_cursor(result.text, prefix, suffix, args.file).text)
     print(f"-- ttft {result.ttft_ms:.0f} ms, {len(result.tokens)} tokens, {result.tok_s:.1f} tok/s, "
           f"prompt {result.n_prompt} tokens, stop: {result.stop_reason}", file=sys.stderr)
     return 0
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from lsp_server.demo import run_demo
+    from bench.demo import run_demo
 
     return run_demo(args.model, args.file)
 
 
 def cmd_bench_ttft(args: argparse.Namespace) -> int:
-    from speculative.bench_ttft import main as bench
+    from bench.ttft import main as bench
 
     return bench(args.model, args.source, args.tokens, args.repeat, args.json)
 
 
 def cmd_workload(args: argparse.Namespace) -> int:
-    from speculative.workload import main as workload
+    from bench.workload import main as workload
 
     return workload(args.source, args.kind, args.n, args.seed, args.out)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from speculative.bench import main as bench
+    from bench.decoding import main as bench
     from speculative.model_file import ModelError
 
     try:
@@ -99,18 +105,30 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_lsp(args: argparse.Namespace) -> int:
-    from lsp_server.bench_lsp import main as bench_lsp
+    from bench.lsp import main as bench_lsp
 
     try:
         settings = json.loads(args.settings) if args.settings else {}
-        return bench_lsp(args.workload, args.key_ms, args.json, settings)
+        variants = []
+        for v in args.variant or []:
+            name, sep, raw = v.partition("=")
+            if not sep:
+                raise ValueError(f"--variant {v!r}: expected NAME=JSON")
+            variants.append((name, json.loads(raw)))
+        return bench_lsp(args.workload, args.key_ms, args.json, settings, variants, args.warm, args.focus, args.accept)
     except (ValueError, OSError) as exc:
         print(f"specfill: {exc}", file=sys.stderr)
         return 2
 
 
+def cmd_bench_engine(args: argparse.Namespace) -> int:
+    from bench.engine_configs import main as bench_engine
+
+    return bench_engine(args.model or "", args.threads, args.stock_wheels, args.json, args.all)
+
+
 def cmd_stress(args: argparse.Namespace) -> int:
-    from lsp_server.stress import main as stress
+    from bench.stress import main as stress
 
     return stress(args.edits, args.cancels, args.seconds, args.rate, args.seed, args.json)
 
@@ -133,11 +151,16 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    from lsp_server import schema_export
+    from bench import schema_export
     from lsp_server.settings import schema
 
     if args.write:
-        for path in schema_export.write():
+        try:
+            changed = schema_export.write(Path(args.root))
+        except FileNotFoundError as exc:
+            print(f"specfill: {exc}", file=sys.stderr)
+            return 2
+        for path in changed:
             print(f"updated {path}")
         return 0
     print(json.dumps(schema(), indent=2))
@@ -152,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--host", default="127.0.0.1", help="TCP address (default 127.0.0.1: this machine only)")
     p.add_argument("--allow-remote-clients", action="store_true",
                    help="let --host be an address other machines reach (no authentication: be sure)")
+    p.add_argument("--log-file", help="also append the server's log (at the logLevel setting) to this file")
     p.set_defaults(func=cmd_serve)
     p = sub.add_parser("complete", help="print one completion and its timings")
     p.add_argument("file")
@@ -162,11 +186,12 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=cmd_complete)
     p = sub.add_parser("demo", help="start the real server and replay typing into a sample file")
     p.add_argument("--model")
-    p.add_argument("--file", default=str(Path(__file__).parent / "sample.py"))
+    p.add_argument("--file", help="file to type into (default: a copy of the sample shipped with specfill)")
     p.set_defaults(func=cmd_demo)
     p = sub.add_parser("bench-ttft", help="cold prefill vs warm TTFT after one keystroke")
     p.add_argument("--model")
-    p.add_argument("--source", default=str(Path(__file__).parents[1] / "speculative" / "engine.py"))
+    p.add_argument("--source", default=argparse.__file__, help="a text of --tokens tokens or more "
+                   "(default: the standard library's argparse.py)")
     p.add_argument("--tokens", type=int, default=1000)
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--json")
@@ -195,7 +220,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--key-ms", type=float, default=80.0, help="pause between keystrokes")
     p.add_argument("--json")
     p.add_argument("--settings", help='server settings as JSON, e.g. \'{"model": {"remote": {"url": "http://127.0.0.1:8012"}}}\'')
+    p.add_argument("--variant", action="append", metavar="NAME=JSON",
+                   help="also run the cases with these settings on a fresh server (repeatable), e.g. "
+                        "'no-heal={\"completion\": {\"heal\": false}}'")
+    p.add_argument("--warm", action="store_true", help="send an untimed request when a case opens (the old mode)")
+    p.add_argument("--focus", action="store_true", help="send specfill/didFocus when a case opens, as the editors do")
+    p.add_argument("--accept", action="store_true",
+                   help="a typist who presses Tab whenever the suggestion continues the text (reports saved)")
     p.set_defaults(func=cmd_bench_lsp)
+    p = sub.add_parser("bench-engine", help="prompt, decode and verify speed, memory, batch invariance and accuracy "
+                                            "per engine configuration (weights, repack, n_ubatch, build)")
+    p.add_argument("--model", help="GGUF path or packaged name (default: the embedded SmolLM2-135M)")
+    p.add_argument("--threads", type=int, default=0, help="0 = all cores")
+    p.add_argument("--stock-wheels", default=".wheels/llamafile-on",
+                   help="folder with a llama-cpp-python wheel built with llamafile on, to compare")
+    p.add_argument("--all", action="store_true", help="every combination, not the default selection")
+    p.add_argument("--json")
+    p.set_defaults(func=cmd_bench_engine)
     p = sub.add_parser("stress", help="random edits, cancel storms and a timed typing replay against the real server")
     p.add_argument("--edits", type=int, default=10000)
     p.add_argument("--cancels", type=int, default=1000)
@@ -208,7 +249,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", help="GGUF path or packaged name (default: the embedded SmolLM2-135M)")
     p.set_defaults(func=cmd_check)
     p = sub.add_parser("schema", help="print the settings schema as JSON; --write regenerates the editors' copies")
-    p.add_argument("--write", action="store_true")
+    p.add_argument("--write", action="store_true", help="regenerate the copies in a source checkout (--root)")
+    p.add_argument("--root", default=".", help="the specfill source checkout (default: the current folder)")
     p.set_defaults(func=cmd_schema)
     args = parser.parse_args(argv)
     return args.func(args)

@@ -9,16 +9,18 @@ is generated in the background into the cache.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lsp_server.cache import TypeThroughCache
-from lsp_server.postprocess import Suggestion, postprocess
+from lsp_server.postprocess import Suggestion, for_cursor
 from lsp_server.settings import Settings
 from lsp_server.stats import Stats
 
+log = logging.getLogger("specfill")
 NEAR_CHARS = 600  # text before the cursor that picks related workspace files
 
 
@@ -88,9 +90,7 @@ class Pipeline:
             self.stats.latency_ms.append((time.perf_counter() - t0) * 1000)
 
     def _finish(self, at: Position, text: str, settings: Settings) -> Suggestion | None:
-        line_suffix, _, below = at.suffix.partition("\n")
-        s = postprocess(text, line_suffix, below.split("\n"), at.prefix.rsplit("\n", 1)[-1],
-                        settings.completion.multiline, at.path.lower().endswith((".md", ".markdown")))
+        s = for_cursor(text, at.prefix, at.suffix, at.path, settings.completion.multiline)
         return s if s.text else None
 
     def reset(self) -> None:
@@ -168,7 +168,10 @@ class Pipeline:
             if f.cancelled() or f.exception() is not None:
                 if not f.cancelled():
                     self.stats.errors += 1
-                    message = f"completion failed: {f.exception()}"
+                    exc = f.exception()
+                    message = f"completion failed: {exc}"
+                    log.error("%s", message)
+                    log.debug("completion failed at %s", at.path, exc_info=exc)
                     if message != self._told:  # an engine that is down fails every keystroke: say it once
                         tell(message)
                     self._told = message

@@ -74,3 +74,11 @@ def postprocess(text: str, line_suffix: str, next_lines: list[str], line_prefix:
             else:
                 text = first
     return Suggestion(text, replace) if text.strip() else Suggestion("")
+
+
+def for_cursor(text: str, prefix: str, suffix: str, path: str, multiline: str = "auto") -> Suggestion:
+    """A raw completion shaped for a cursor between `prefix` and `suffix` of the file at `path`:
+    what the editor shows (and `specfill complete` prints)."""
+    line_suffix, _, below = suffix.partition("\n")
+    return postprocess(text, line_suffix, below.split("\n"), prefix.rsplit("\n", 1)[-1], multiline,
+                       path.lower().endswith((".md", ".markdown")))

@@ -13,10 +13,13 @@ from lsprotocol import types
 from pygls import uris
 from pygls.lsp.server import LanguageServer
 
+from lsp_server import __version__
 from lsp_server.chunks import ChunkRing
-from lsp_server.pipeline import Pipeline, Position
+from lsp_server.logs import EditorHandler, set_level
+from lsp_server.pipeline import NEAR_CHARS, Pipeline, Position
 from lsp_server.postprocess import Suggestion
-from lsp_server.settings import Settings, parse_settings
+from lsp_server.protocol import SpecfillProtocol
+from lsp_server.settings import Settings, parse_settings, to_wire
 from lsp_server.worker import ModelWorker
 from lsp_server.workspace import WorkspaceIndex
 from prompts import ContextFile
@@ -30,7 +33,10 @@ CHUNK_REFRESH_S = 2.0  # else the chunk is refreshed at most this often
 
 class SpecfillServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__("specfill", "0.2.0", text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        super().__init__("specfill", __version__, protocol_cls=SpecfillProtocol,
+                         text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        self.log_handler = EditorHandler(self.window_log_message)
+        log.addHandler(self.log_handler)
         self.settings = Settings()
         self.worker = ModelWorker()
         self.pipeline = Pipeline(self.worker, self.other_documents)
@@ -90,14 +96,21 @@ class SpecfillServer(LanguageServer):
     def tell(self, message: str, kind: types.MessageType = types.MessageType.Error) -> None:
         self.window_show_message(types.ShowMessageParams(type=kind, message=f"specfill: {message}"))
 
+    def report_server_error(self, error: Exception, source) -> None:
+        """pygls's out-of-band errors (a message it could not read): into the log, not a pop-up."""
+        log.warning("%s: %s", getattr(source, "__name__", source), error)
+
     def apply_settings(self, data, source: str) -> None:
         """Take new settings; name each invalid field; reload the model when it changed."""
         settings, errors = parse_settings(data)
+        set_level(settings.log_level)
         for err in errors:
             self.tell(f"invalid setting {err} ({source})", types.MessageType.Warning)
+            log.warning("invalid setting %s (%s)", err, source)
+        changed = _changed(to_wire(Settings()), to_wire(settings))
+        log.info("settings from %s: %s", source, ", ".join(f"{k}={v!r}" for k, v in changed.items()) or "defaults")
         self.settings = settings
         self.pipeline.reset()
-        logging.getLogger().setLevel(settings.log_level.upper())
         if self.worker.needs_reload(settings) and source != "initialize":
             asyncio.ensure_future(self.reload())
         if source != "initialize":
@@ -106,6 +119,7 @@ class SpecfillServer(LanguageServer):
     async def reload(self) -> None:
         """Load the model in the background, with work-done progress when the client has it;
         requests meanwhile get an empty answer."""
+        loading = asyncio.wrap_future(self.worker.load(self.settings))  # says "loading" from now on
         token = None
         caps = self.client_capabilities.window
         if caps is not None and caps.work_done_progress:
@@ -117,7 +131,7 @@ class SpecfillServer(LanguageServer):
             except Exception:  # a client that refuses progress still gets the model
                 token = None
         try:
-            self.model_path = await asyncio.wrap_future(self.worker.load(self.settings))
+            self.model_path = await loading
             message = f"ready: {self.model_path}"
             if self.worker.warning:
                 self.tell(self.worker.warning, types.MessageType.Warning)
@@ -128,12 +142,25 @@ class SpecfillServer(LanguageServer):
             self.work_done_progress.end(token, types.WorkDoneProgressEnd(message=message))
 
 
+def _changed(default: dict, current: dict, prefix: str = "") -> dict:
+    """Settings that differ from their defaults, by dotted name (for the log; keys not shown)."""
+    out = {}
+    for key, value in current.items():
+        name = prefix + key
+        if isinstance(value, dict):
+            out.update(_changed(default.get(key, {}), value, name + "."))
+        elif value != default.get(key):
+            out[name] = "***" if key == "apiKey" and value else value
+    return out
+
+
 server = SpecfillServer()
 
 
 @server.feature(types.INITIALIZE)
 def on_initialize(ls: SpecfillServer, params: types.InitializeParams) -> None:
     """Read settings from initializationOptions."""
+    ls.log_handler.attach(asyncio.get_running_loop())
     ls.apply_settings(params.initialization_options, "initialize")
 
 
@@ -260,6 +287,27 @@ def accept_command(ls: SpecfillServer, *args) -> None:
     ls.pipeline.accepted(int(info.get("length", 0)))
 
 
+@server.feature("specfill/didFocus")
+def did_focus(ls: SpecfillServer, params) -> None:
+    """The cursor landed or rests here ({textDocument: {uri}, position}): read its prompt while idle."""
+    doc, pos = _get(params, "textDocument"), _get(params, "position")
+    uri = _get(doc, "uri") if doc is not None else None
+    line, character = (_get(pos, "line"), _get(pos, "character")) if pos is not None else (None, None)
+    if not (isinstance(uri, str) and isinstance(line, int) and isinstance(character, int)):
+        log.warning("specfill/didFocus needs {textDocument: {uri}, position: {line, character}}: %.200r", params)
+        return
+    at = _position(ls, uri, types.Position(line=line, character=character)) if line >= 0 and character >= 0 else None
+    if at is None or not ls.worker.ready or ls.worker.remote is not None or not ls.settings.completion.enable:
+        return
+    others = ls.other_documents(uri, at.prefix[-NEAR_CHARS:], ls.settings)
+    ls.worker.read_ahead(at.prefix, at.suffix, at.path, ls.settings, others)
+
+
+def _get(obj, name: str):
+    """A field of params pygls left untyped (a dict, or a namedtuple for custom methods)."""
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+
 @server.feature("specfill/didShow")
 def did_show(ls: SpecfillServer, params) -> None:
     """The editor showed a suggestion."""
@@ -284,9 +332,13 @@ def stats(ls: SpecfillServer, params) -> dict:
         "error": w.error, "build": build_info(), "speculation": ls.settings.speculation.method,
         "draft_model": str(w.draft.engine.path) if w.draft else None, "time": time.time(),
         "decode_steps": w.engine.decode_steps if w.engine else 0, "threads": threading.active_count(),
-        "context_chunks": len(ls.chunks),
+        "context_chunks": len(ls.chunks), "model_file": w.model_file,
+        "extra_buffers": list(w.engine.buffer_types) if w.engine else [],
+        "prompt_tok_s": 1000 / w.prompt_ms() if w.engine else 0.0,
+        "warm_windows": {"saved": len(w.windows), "mb": w.windows.bytes / 2**20, "loads": w.windows.loads},
+        "read_ahead_tokens": w.read_ahead_tokens,
         "remote": {"url": str(w.remote.endpoint), "kind": w.remote.cfg.kind, "infill": w.remote.infill,
-                   "requests": w.remote.requests} if w.remote else None,
+                   "requests": w.remote.requests, "connections": w.remote.connections} if w.remote else None,
         "workspace": {"roots": [str(r) for r in ls.index.roots], "files": len(ls.index.files),
                       "scanned": ls.index.ready.is_set()} if ls.index else None,
     })

@@ -4,11 +4,22 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from speculative.percentile import pct
-
 WINDOW = 1000  # latencies kept for percentiles: recent behaviour, bounded memory
+COLD_TOKENS = 64  # a generation that had more of its prompt to read than this was a cold one
+
+
+def pct(values: Iterable[float], q: float) -> float:
+    """The q-quantile (0..1) with linear interpolation between ranks; 0.0 for no values."""
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    pos = q * (len(ordered) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
 def percentiles(values, qs=(0.5, 0.95, 0.99)) -> dict[str, float]:
@@ -29,7 +40,13 @@ class Stats:
     draft_accepted: int = 0
     spec_steps: int = 0
     cpu_ms: float = 0.0  # model thread CPU time spent on generations
+    short: int = 0  # answered from the short prompt while the full one was read
+    healed: int = 0  # generations that regenerated a half-typed word
+    hidden: int = 0  # suggestions not shown: the model doubted their first token (minConfidence)
+    cut: int = 0  # suggestions cut before a doubted token
     ttft_ms: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
+    ttft_cold_ms: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
+    ttft_warm_ms: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
     latency_ms: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
     started: float = field(default_factory=time.time)
 
@@ -41,12 +58,24 @@ class Stats:
         self.spec_steps += result.spec_steps
         self.cpu_ms += cpu_ms
         self.ttft_ms.append(result.ttft_ms)
+        cold = result.short or result.n_prompt - result.n_reused > COLD_TOKENS
+        (self.ttft_cold_ms if cold else self.ttft_warm_ms).append(result.ttft_ms)
+        self.short += result.short
+        self.healed += bool(result.healed)
+        if result.stop_reason == "confidence":
+            if result.text:
+                self.cut += 1
+            else:
+                self.hidden += 1
 
     def report(self, extra: dict | None = None) -> dict:
         return {
             "requests": self.requests, "cancelled": self.cancelled, "cache_hits": self.cache_hits,
             "errors": self.errors, "superseded": self.superseded, "shown": self.shown, "accepted": self.accepted,
             "ttft_ms": percentiles(self.ttft_ms), "latency_ms": percentiles(self.latency_ms),
+            "ttft_cold_ms": {**percentiles(self.ttft_cold_ms), "n": len(self.ttft_cold_ms)},
+            "ttft_warm_ms": {**percentiles(self.ttft_warm_ms), "n": len(self.ttft_warm_ms)},
+            "short": self.short, "healed": self.healed, "hidden": self.hidden, "cut": self.cut,
             "accepted_per_step": self.draft_accepted / self.spec_steps if self.spec_steps else 0.0,
             "acceptance_rate": self.draft_accepted / self.drafted if self.drafted else 0.0,
             "accept_rate": self.accepted / self.shown if self.shown else 0.0,

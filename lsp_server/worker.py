@@ -1,9 +1,19 @@
-"""Model work on the server's own single thread, never on pygls's pool."""
+"""Model work on the server's own single thread, never on pygls's pool.
+
+A request is served from the full prompt when its uncached part can be read within
+`completion.promptBudgetMs` (from the measured prompt rate); otherwise from a short prompt of
+the lines nearest the cursor, on a sequence of its own, while the full prompt is read in the
+background between requests (any request stops that at the next chunk). Places the user left
+stay warm (speculative/windows.py), and their context stays pinned, so coming back reads
+nothing again.
+"""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -12,17 +22,30 @@ from lsp_server.postprocess import wants_single_line
 from lsp_server.remote import RemoteEngine, RemoteError
 from lsp_server.settings import Settings
 from prompts import FAMILIES, ContextFile, PromptError, build_prompt, family_for, prompt_tokens
-from prompts.window import prefix_window, suffix_window
+from prompts.heal import heal_split
+from prompts.window import prefix_window, short_window, suffix_window
 from speculative import Engine, GenerationResult, ModelError, resolve_model_path
 from speculative.build_info import build_info
 from speculative.candidates import branch
+from speculative.convert import weights_path
 from speculative.cost_model import CostModel, load_cost_model
+from speculative.decode import clamp_max_tokens
 from speculative.drafters import Auto, DraftModel, PromptLookup
+from speculative.engine import SHORT, WINDOW
+from speculative.errors import Cancelled
+from speculative.heal import Heal, PieceIndex
+from speculative.windows import WarmWindows
+
+log = logging.getLogger("specfill")
 
 CONTEXT_FILES = 2  # context files (the most useful first: see SpecfillServer.other_documents) in the prompt
 LOOKUP_FILES = 4  # context files prompt lookup may copy from
 CONTEXT_CHARS = 1000  # of each, in the prompt
 LOOKUP_CHARS = 8000  # of each, for prompt lookup
+READ_CHUNK = 64  # tokens a background read evaluates between looks at waiting requests
+MIN_SHORT_TOKENS = 48  # a short prompt shorter than this says too little to be worth it
+CHARS_PER_TOKEN = 2.5  # of code, on the low side: a short window of N tokens' chars stays under N
+PINNED = 16  # places whose context stays pinned
 
 
 @dataclass(frozen=True)
@@ -37,6 +60,16 @@ class Request:
     candidates: int = 1  # suggestions wanted: the greedy one plus branches
 
 
+@dataclass
+class Prompt:
+    """What one request asks the local model, full or short."""
+
+    tokens: list[int]
+    stop: tuple[str, ...]
+    heal: bytes
+    seq: int
+
+
 class ModelWorker:
     """Owns the engines; a newer request cancels the one in flight at its next step."""
 
@@ -49,12 +82,20 @@ class ModelWorker:
         self.remote: RemoteEngine | None = None  # a serving engine instead of the local model
         self.costs: CostModel | None = None
         self.lookup = PromptLookup()
+        self.windows = WarmWindows()
         self.family = "prefix-only"
+        self.model_file = ""  # what was loaded (the converted weights, when converted)
         self.error: str | None = None
         self.warning: str | None = None  # a problem that still lets the target serve
         self._loads = 0  # submitted and not finished; requests get nothing while > 0
         self._loads_lock = threading.Lock()
         self._wanted_key: tuple | None = None  # of the latest load asked for
+        self._pieces: PieceIndex | None = None
+        self._pins: OrderedDict[tuple[str, int], tuple[ContextFile, ...]] = OrderedDict()
+        self._ahead: list[int] | None = None  # a full prompt to read while idle
+        self._ahead_stop = threading.Event()
+        self._ahead_queued = False
+        self.read_ahead_tokens = 0  # prompt tokens read in the background, ever
 
     @property
     def loading(self) -> bool:
@@ -73,7 +114,7 @@ class ModelWorker:
     @staticmethod
     def _key(settings: Settings) -> tuple:
         m = settings.model
-        return (m.path, m.draft_path, m.n_ctx, m.threads, tuple(vars(m.remote).values()))
+        return (m.path, m.draft_path, m.n_ctx, m.threads, m.weights, tuple(vars(m.remote).values()))
 
     def needs_reload(self, settings: Settings) -> bool:
         """Settings that ask for other models than the last load did (done or queued)."""
@@ -84,7 +125,7 @@ class ModelWorker:
         with self._loads_lock:
             self._loads += 1
         self._wanted_key = self._key(settings)
-        self._cancel.set()
+        self._interrupt()
         future = self._pool.submit(self._load, settings)
         future.add_done_callback(self._loaded)
         return future
@@ -97,7 +138,11 @@ class ModelWorker:
         for eng in (self.engine, self.draft.engine if self.draft else None):
             if eng is not None:
                 eng.close()
-        self.engine, self.draft, self.remote = None, None, None
+        if self.remote is not None:
+            self.remote.close()
+        self.engine, self.draft, self.remote, self._pieces, self._ahead = None, None, None, None, None
+        self.windows.clear()
+        self._pins.clear()
 
     def _load(self, settings: Settings) -> str:
         self.error = self.warning = None
@@ -105,16 +150,21 @@ class ModelWorker:
         m = settings.model
         if m.remote.url:
             return self._load_remote(settings)
+        t0 = time.perf_counter()
+        warnings: list[str | None] = []
         try:
-            path = resolve_model_path(m.path or None)
-            engine = Engine(path, n_ctx=m.n_ctx, n_threads=m.threads or None)
+            source = resolve_model_path(m.path or None)
+            engine, path = self._open(source, m.weights, m.n_ctx, m.threads or None, warnings)
             self.costs = load_cost_model(engine, engine.n_threads, build_info()["build"], stop=self._stop)
         except Exception as exc:
             self.error = str(exc)
+            log.error("model not loaded: %s", exc)
+            log.debug("model load failed", exc_info=exc)
             raise
         self.family = family_for(engine)
-        self.engine = engine
-        warnings = [self.costs.not_saved]
+        self.engine, self.model_file = engine, str(path)
+        self._pieces = PieceIndex(engine.pieces())  # for token healing: built once, here, not mid-typing
+        warnings.append(self.costs.not_saved)
         self.lookup = PromptLookup()
         if m.draft_path:
             draft_engine = None
@@ -128,7 +178,26 @@ class ModelWorker:
                     draft_engine.close()
                 warnings.append(f"draft model not used: {exc}")
         self.warning = "; ".join(w for w in warnings if w) or None
-        return str(path)
+        if self.warning:
+            log.warning("%s", self.warning)
+        log.info("model loaded in %.1f s: %s (%s family, %s, extra buffers %s, %d threads)",
+                 time.perf_counter() - t0, path, self.family, build_info()["build"],
+                 "+".join(engine.buffer_types) or "none", engine.n_threads)
+        return str(source)
+
+    @staticmethod
+    def _open(source, weights: str, n_ctx: int, threads: int | None, warnings: list) -> tuple[Engine, object]:
+        """The engine on the weights the setting asks for; a converted file that llama.cpp cannot
+        load is converted again (once), and the editor is told."""
+        path = weights_path(source, weights)
+        try:
+            return Engine(path, n_ctx=n_ctx, n_threads=threads), path
+        except ModelError as exc:
+            if path == source:
+                raise
+            warnings.append(f"converted model {path} was unreadable ({exc}); converted it again")
+            path = weights_path(source, weights, rebuild=True)
+            return Engine(path, n_ctx=n_ctx, n_threads=threads), path
 
     def _load_remote(self, settings: Settings) -> str:
         """No local model: check the engine answers. One that does not yet still gets the
@@ -137,13 +206,16 @@ class ModelWorker:
             remote = RemoteEngine(settings.model.remote)
         except RemoteError as exc:
             self.error = str(exc)
+            log.error("remote engine not usable: %s", exc)
             raise
         try:
             remote.probe()
         except RemoteError as exc:
             self.warning = f"remote engine not answering yet: {exc}"
+            log.warning("%s", self.warning)
         self.family = f"remote {settings.model.remote.kind}"
         self.remote = remote
+        log.info("completing with %s", remote.describe())
         return remote.describe()
 
     def drafter(self, method: str):
@@ -155,15 +227,42 @@ class ModelWorker:
             return self.draft
         return Auto(self.lookup, self.draft)
 
+    # -- requests ---------------------------------------------------------------------
+    def _interrupt(self) -> None:
+        """Whatever runs now ends at its next step: a request, or a background read."""
+        self._cancel.set()
+        self._ahead_stop.set()
+
     def complete(self, prefix: str, suffix: str, path: str, settings: Settings,
                  cancel: threading.Event | None = None,
                  on_text: Callable[[str], None] | None = None,
                  others: tuple[ContextFile, ...] = (), candidates: int = 1) -> Future[GenerationResult | None]:
-        self._cancel.set()  # supersede whatever runs now
+        self._interrupt()  # supersede whatever runs now
         cancel = cancel or threading.Event()
         self._cancel = cancel
-        return self._pool.submit(self._complete, Request(prefix, suffix, path, settings, cancel, on_text, others,
-                                                         candidates))
+        req = Request(prefix, suffix, path, settings, cancel, on_text, others, candidates)
+        return self._pool.submit(self._serve, req)
+
+    def read_ahead(self, prefix: str, suffix: str, path: str, settings: Settings,
+                   others: tuple[ContextFile, ...] = ()) -> None:
+        """The cursor rests here: read this place's full prompt while idle (specfill/didFocus)."""
+        def plan() -> None:
+            if self.engine is None or self._ahead_stop.is_set():
+                return
+            req = Request(prefix, suffix, path, settings, threading.Event(), None, others)
+            full = self._full_prompt(req)
+            if full is not None:
+                self._ahead = full.tokens
+            self._read_ahead()
+
+        self._ahead_stop = threading.Event()
+        self._pool.submit(plan)
+
+    def _serve(self, req: Request) -> GenerationResult | None:
+        try:
+            return self._complete(req)
+        finally:
+            self._schedule_ahead()
 
     def _complete(self, req: Request) -> GenerationResult | None:
         if req.cancel.is_set():
@@ -173,52 +272,135 @@ class ModelWorker:
         if self.engine is None:
             return None
         engine, s = self.engine, req.settings
-        max_tokens = max(1, min(s.completion.max_tokens, engine.n_ctx // 2))
-        context, prefix, suffix, line_stop = self._shape(req)
-        parts = build_prompt(self.family, prefix, suffix, req.path, context=context)
-        try:
-            tokens = prompt_tokens(engine, parts, engine.n_ctx - max_tokens - 1)
-        except PromptError:
+        max_tokens = clamp_max_tokens(s.completion.max_tokens, engine.n_ctx)
+        full = self._full_prompt(req)
+        if full is None:
             return None
-        stop = parts.stop + line_stop
-        sources = [engine.tokenize(suffix, parse_special=False)]  # text worth copying from
+        reusable = self.windows.prepare(engine, full.tokens)
+        prompt, short = full, False
+        budget = s.completion.prompt_budget_ms
+        if budget and (len(full.tokens) - reusable) * self.prompt_ms() > budget:
+            quick = self._short_prompt(req, budget)
+            if quick is not None and len(quick.tokens) < len(full.tokens) - reusable:
+                prompt, short = quick, True
+                self._ahead = full.tokens  # read in the background, so the next keystrokes use it
+        sources = [engine.tokenize(req.suffix[:4000], parse_special=False)]  # text worth copying from
         sources += [engine.tokenize(o.text[-LOOKUP_CHARS:], parse_special=False) for o in req.others[:LOOKUP_FILES]]
         cpu0 = time.thread_time()
-        result = engine.generate(tokens, max_tokens=max_tokens, stop=stop, budget_s=s.completion.budget_ms / 1000,
-                                 cancel=req.cancel, on_text=req.on_text, drafter=self.drafter(s.speculation.method),
-                                 costs=self.costs, extra_sources=sources, max_draft=s.speculation.max_draft)
+        result = engine.generate(prompt.tokens, max_tokens=max_tokens, stop=prompt.stop,
+                                 budget_s=s.completion.budget_ms / 1000, cancel=req.cancel, on_text=req.on_text,
+                                 drafter=self.drafter(s.speculation.method), costs=self.costs,
+                                 extra_sources=sources, max_draft=s.speculation.max_draft,
+                                 heal=self._heal(prompt.heal), min_confidence=s.completion.min_confidence,
+                                 seq=prompt.seq)
+        result.short = short
         if req.candidates > 1 and result.tokens and not req.cancel.is_set():
             # Alternatives about as long as the greedy one, all advancing in one batch a token.
-            alts = branch(engine, tokens, req.candidates - 1, min(max_tokens, len(result.tokens) + 4), stop,
-                          exclude=[result.tokens[0]], cancel=req.cancel)
+            alts = branch(engine, prompt.tokens, req.candidates - 1, min(max_tokens, len(result.tokens) + 4),
+                          prompt.stop, exclude=[result.tokens[0]], cancel=req.cancel, heal=self._heal(prompt.heal),
+                          seq=prompt.seq)
             result.alternatives = [text for _, text in alts]
             if req.cancel.is_set():
                 result.stop_reason = "cancelled"  # stopped while branching: counts as superseded
         result.cpu_ms = (time.thread_time() - cpu0) * 1000
+        log.debug("generation: %s prompt %d tokens (%d reused)%s, %d tokens, drafted %d accepted %d, stop %s, "
+                  "ttft %.0f ms, total %.0f ms", "short" if short else "full", result.n_prompt, result.n_reused,
+                  f", healed {result.healed!r}" if result.healed else "", len(result.tokens), result.drafted,
+                  result.accepted, result.stop_reason, result.ttft_ms, result.total_ms)
         return result
 
-    @staticmethod
-    def _shape(req: Request) -> tuple[list[ContextFile], str, str, tuple[str, ...]]:
-        """What any engine is asked with: context files, the windowed prefix and suffix, and
-        the stop that keeps a suggestion to one line where one line is wanted."""
-        # Other open documents: a short chunk each in the prompt (the fit drops them first when
-        # space is short); prompt lookup gets more of their text (LOOKUP_CHARS).
-        context = [ContextFile(o.path, o.text[-CONTEXT_CHARS:]) for o in req.others[:CONTEXT_FILES]]
-        prefix, suffix = prefix_window(req.prefix), suffix_window(req.suffix)
-        single = wants_single_line(suffix.split("\n", 1)[0], req.settings.completion.multiline)
-        return context, prefix, suffix, ("\n",) if single else ()
+    def prompt_ms(self) -> float:
+        """Measured ms per prompt token: from real prompts once seen, else from the cost profile."""
+        if self.engine is not None and self.engine.prompt_ms:
+            return self.engine.prompt_ms
+        costs = self.costs.verify_ms if self.costs else {}
+        return costs[max(costs)] / max(costs) if costs else 5.0
 
+    def _heal(self, text: bytes) -> Heal | None:
+        if not text or self.engine is None or self._pieces is None:
+            return None
+        heal = Heal(self._pieces, self.engine.pieces(), text)
+        return heal if heal.feasible() else None
+
+    def _context(self, req: Request, prefix: str) -> list[ContextFile]:
+        """Other files' text for the prompt, pinned per place: context changes with every edit
+        elsewhere, and a prompt whose context changed must be read again from its start."""
+        key = (req.path, len(req.prefix) - len(prefix))
+        if key not in self._pins:
+            self._pins[key] = tuple(ContextFile(o.path, o.text[-CONTEXT_CHARS:]) for o in req.others[:CONTEXT_FILES])
+            while len(self._pins) > PINNED:
+                self._pins.popitem(last=False)
+        self._pins.move_to_end(key)
+        return list(self._pins[key])
+
+    def _tokens(self, req: Request, prefix: str, suffix: str, context: list[ContextFile], seq: int,
+                budget: int | None = None) -> Prompt | None:
+        """The prompt's tokens, healed when the cursor ends inside a token."""
+        engine, s = self.engine, req.settings
+        single = wants_single_line(suffix.split("\n", 1)[0], s.completion.multiline)
+        budget = budget or engine.n_ctx - clamp_max_tokens(s.completion.max_tokens, engine.n_ctx) - 1
+        for kept, healed in ([heal_split(prefix)] if s.completion.heal else []) + [(prefix, "")]:
+            if healed and self._heal(healed.encode()) is None:
+                continue
+            parts = build_prompt(self.family, kept, suffix, req.path, context=context)
+            try:
+                tokens = prompt_tokens(engine, parts, budget)
+            except PromptError:
+                continue  # nothing left before a half-typed word at a file's start: no healing
+            return Prompt(tokens, parts.stop + (("\n",) if single else ()), healed.encode(), seq)
+        return None
+
+    def _full_prompt(self, req: Request) -> Prompt | None:
+        prefix, suffix = prefix_window(req.prefix), suffix_window(req.suffix)
+        return self._tokens(req, prefix, suffix, self._context(req, prefix), WINDOW)
+
+    def _short_prompt(self, req: Request, budget_ms: int) -> Prompt | None:
+        """The lines nearest the cursor, as many tokens as can be read within the budget."""
+        n = int(budget_ms / self.prompt_ms())
+        if n < MIN_SHORT_TOKENS:
+            return None
+        chars = int(n * CHARS_PER_TOKEN)
+        suffix = suffix_window(req.suffix, chars // 4) if FAMILIES[self.family].fim else req.suffix[:200]
+        return self._tokens(req, short_window(req.prefix, chars - len(suffix)), suffix, [], SHORT, budget=n)
+
+    # -- background reading -------------------------------------------------------------
+    def _schedule_ahead(self) -> None:
+        if self._ahead is not None and not self._ahead_queued:
+            self._ahead_queued = True
+            self._ahead_stop = threading.Event()
+            self._pool.submit(self._read_ahead)
+
+    def _read_ahead(self) -> None:
+        """Read the pending full prompt into the window sequence, a chunk at a time, until done
+        or until a request arrives (it is resumed after that request)."""
+        self._ahead_queued = False
+        engine, tokens = self.engine, self._ahead
+        if engine is None or tokens is None or self._ahead_stop.is_set():
+            return
+        self.windows.prepare(engine, tokens)
+        try:
+            before = len(engine.held(WINDOW))
+            engine.read(tokens, self._ahead_stop, WINDOW, chunk=READ_CHUNK)
+            self._ahead = None
+        except Cancelled:
+            pass
+        finally:
+            self.read_ahead_tokens += max(0, len(engine.held(WINDOW)) - before)
+
+    # -- remote -----------------------------------------------------------------------
     def _complete_remote(self, remote: RemoteEngine, req: Request) -> GenerationResult:
         s = req.settings
-        context, prefix, suffix, line_stop = self._shape(req)
-        stop = FAMILIES[s.model.remote.template].stop + line_stop
+        prefix, suffix = prefix_window(req.prefix), suffix_window(req.suffix)
+        single = wants_single_line(suffix.split("\n", 1)[0], s.completion.multiline)
+        stop = FAMILIES[s.model.remote.template].stop + (("\n",) if single else ())
+        context = [ContextFile(o.path, o.text[-CONTEXT_CHARS:]) for o in req.others[:CONTEXT_FILES]]
         return remote.generate(prefix, suffix, req.path, context, max_tokens=s.completion.max_tokens, stop=stop,
                                budget_s=s.completion.budget_ms / 1000, cancel=req.cancel, on_text=req.on_text)
 
     def stop(self) -> None:
         """Ask the running work to end at its next step; does not wait."""
         self._stop.set()
-        self._cancel.set()
+        self._interrupt()
 
     def shutdown(self) -> None:
         self.stop()

@@ -38,6 +38,16 @@ def _inside(path: Path, roots: Iterable[Path]) -> bool:
     return any(path == r or path.is_relative_to(r) for r in roots)
 
 
+def decode_text(data: bytes) -> str | None:
+    """The text of a file's bytes, or None for a binary (a NUL byte early on) or non-UTF-8 file."""
+    if b"\0" in data[:8192]:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
 def read_text_file(path: Path, roots: list[Path], max_bytes: int = MAX_FILE_BYTES) -> str | None:
     """The file's text, or None when it is not a regular text file of the workspace within
     the size limit (a symlink is followed only when its target stays inside)."""
@@ -50,12 +60,7 @@ def read_text_file(path: Path, roots: list[Path], max_bytes: int = MAX_FILE_BYTE
         data = real.read_bytes()
     except OSError:
         return None
-    if b"\0" in data[:8192]:
-        return None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
+    return decode_text(data)
 
 
 class Ignore:

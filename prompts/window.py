@@ -27,3 +27,9 @@ def suffix_window(suffix: str, max_chars: int = SUFFIX_CHARS) -> str:
     cut = suffix[:max_chars]
     nl = cut.rfind("\n")
     return cut[: nl + 1] if nl > max_chars // 2 else cut
+
+
+def short_window(prefix: str, max_chars: int) -> str:
+    """The lines nearest the cursor for a prompt read at once (the full one is read meanwhile):
+    at most max_chars, from a line start that stays put while the user types on."""
+    return prefix_window(prefix, max_chars, step=max(64, max_chars // 2))

@@ -9,25 +9,31 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from speculative.decode import _Output
-from speculative.engine import MAX_SEQS
+from speculative.engine import FIRST_BRANCH, MAX_SEQS, WINDOW
+from speculative.heal import Heal
+from speculative.output import Output
 
 
 def branch(engine, prompt: Sequence[int], n: int, max_tokens: int, stop: Sequence[str] = (),
-           exclude: Sequence[int] = (), cancel: threading.Event | None = None) -> list[tuple[int, str]]:
+           exclude: Sequence[int] = (), cancel: threading.Event | None = None, heal: Heal | None = None,
+           seq: int = WINDOW) -> list[tuple[int, str]]:
     """Up to `n` continuations of `prompt` as (first token, text), each starting with a different
-    first token among the most likely (not in `exclude`: the greedy suggestion's first token)."""
-    n = min(n, MAX_SEQS - 1)
+    first token among the most likely (not in `exclude`: the greedy suggestion's first token).
+    With `heal`, first tokens are those that reproduce all of the healed text."""
+    n = min(n, MAX_SEQS - FIRST_BRANCH)
     if n <= 0:
         return []
-    logits, _ = engine.prefill(prompt, cancel)  # reuses the cached prompt: one token evaluated
-    base = len(engine.cached)
-    firsts = [int(t) for t in np.argsort(logits)[::-1][: n + len(exclude) + 8]
-              if int(t) not in exclude and not engine.is_eog(int(t))][:n]
-    outs = [_Output(engine.token_bytes, stop, max_tokens, None) for _ in firsts]
-    seqs = list(range(1, len(firsts) + 1))
-    for seq in seqs:
-        engine.branch_seq(seq, base)
+    logits, _ = engine.prefill(prompt, cancel, seq)  # reuses the cached prompt: one token evaluated
+    base = len(engine.held(seq))
+    healed = heal.rest if heal is not None else b""
+    pieces = engine.token_bytes
+    ranked = np.argsort(logits)[::-1] if heal is None else heal.allowed()[np.argsort(logits[heal.allowed()])[::-1]]
+    firsts = [int(t) for t in ranked[: n + len(exclude) + 8 if heal is None else None]
+              if int(t) not in exclude and not engine.is_eog(int(t)) and pieces(int(t)).startswith(healed)][:n]
+    outs = [Output(pieces, stop, max_tokens, skip=len(healed)) for _ in firsts]
+    seqs = list(range(FIRST_BRANCH, FIRST_BRANCH + len(firsts)))
+    for s in seqs:
+        engine.branch_seq(s, base, source=seq)
     live = [i for i, tok in enumerate(firsts) if outs[i].emit(tok, False)]
     pending = {i: firsts[i] for i in live}
     pos = base
@@ -43,6 +49,6 @@ def branch(engine, prompt: Sequence[int], n: int, max_tokens: int, stop: Sequenc
                     still.append(i)
             live = still
     finally:
-        for seq in seqs:
-            engine.drop_seq(seq)
+        for s in seqs:
+            engine.drop_seq(s)
     return [(tok, o.text) for tok, o in zip(firsts, outs, strict=True)]

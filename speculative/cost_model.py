@@ -19,9 +19,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from speculative.errors import Cancelled
+
 PROFILE_KS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32)
 MAX_VERIFY = PROFILE_KS[-1]
-PROFILE_VERSION = "v3-q8k-ub64"  # part of the cache key: a changed profile or engine is measured anew
+PROFILE_VERSION = "v4-seqs"  # part of the cache key: a changed profile or engine is measured anew
 
 
 @dataclass
@@ -105,8 +107,6 @@ def profile_verify_costs(engine, reps: int = 3, depth: int = 1024,
         times = []
         for _ in range(reps):
             if stop is not None and stop.is_set():
-                from speculative.decode import Cancelled  # decode imports this module
-
                 raise Cancelled("cost profile stopped")
             t0 = time.perf_counter()
             engine.eval(filler[:k], want_rows=range(k))
@@ -121,7 +121,7 @@ def load_cost_model(engine, threads: int, build: str, refresh: bool = False,
                     stop: threading.Event | None = None) -> CostModel:
     """The cost table for this model file, thread count and build: cached, else profiled."""
     path = cache_dir() / "verify_costs.json"
-    key = _cache_key(engine.path, threads, build)
+    key = _cache_key(engine.path, threads, f"{build}|{'+'.join(getattr(engine, 'buffer_types', ()))}")
     table: dict = {}
     try:
         table = json.loads(path.read_text())

@@ -11,11 +11,12 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
 from speculative.cost_model import MAX_VERIFY, CostModel
-from speculative.model_file import ModelError
+from speculative.errors import ModelError
 
 MAX_NGRAM = 32  # match lengths counted up to this
 
@@ -24,6 +25,22 @@ MAX_NGRAM = 32  # match lengths counted up to this
 class Draft:
     tokens: list[int]
     bucket: str  # which acceptance estimate it was chosen with
+
+
+class Drafter(Protocol):
+    """What the decode loop asks of a drafter, one request at a time:
+    `begin` with text worth copying from, `propose` before each verify step (None: do not
+    draft), `feedback` with how many drafted tokens the target accepted, `end` with the output."""
+
+    name: str
+
+    def begin(self, extra: Sequence[Sequence[int]] = ()) -> None: ...
+
+    def propose(self, seq: np.ndarray, k_cap: int, costs: CostModel) -> Draft | None: ...
+
+    def feedback(self, draft: Draft, accepted: int) -> None: ...
+
+    def end(self, completion: Sequence[int]) -> None: ...
 
 
 @dataclass
@@ -244,7 +261,7 @@ class DraftModel:
         self.ms_per_token = draft_costs.cost(1)  # refined as drafts are timed
 
     def begin(self, extra: Sequence[Sequence[int]] = ()) -> None:
-        pass
+        pass  # drafts from its own context, which prefill keeps in step
 
     def end(self, completion: Sequence[int]) -> None:
         pass

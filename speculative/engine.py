@@ -1,8 +1,11 @@
-"""Plain greedy decoding on llama.cpp's low-level API with KV prefix reuse.
+"""Greedy decoding on llama.cpp's low-level API with KV prefix reuse, per sequence.
 
-One Engine owns one model and one long-lived context. A request evaluates only the
-tokens after the longest common prefix with what sequence 0 of the KV cache holds,
-and asks llama.cpp for logits only on the rows it reads (no logits_all buffer).
+One Engine owns one model and one long-lived context. Each llama.cpp sequence caches one
+prompt (WINDOW: the full prompt of where the user works; SHORT: a short prompt that answers
+at once while the full one is read; the rest: candidates' branches). A request evaluates
+only the tokens after the longest common prefix with what its sequence holds, and asks for
+logits only on the rows it reads (no logits_all buffer). A window's cache can be saved to
+memory and loaded back (`save`/`load`), so moving between places reads nothing again.
 """
 
 from __future__ import annotations
@@ -10,17 +13,23 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import llama_cpp
 import numpy as np
 
-from speculative.decode import Cancelled, GenerationResult, generate
-from speculative.model_file import ModelError, check_gguf
+from speculative.cpu_buffers import extra_buffer_types
+from speculative.decode import GenerationResult, generate
+from speculative.errors import Cancelled, ModelError
+from speculative.model_file import check_gguf
+from speculative.vocab import Vocab
 
-SEQ = 0
-MAX_SEQS = 8  # sequence 0 plus branches for candidates, sharing the prompt's KV cells
+WINDOW, SHORT = 0, 1  # sequences of the full prompt and of the short one
+FIRST_BRANCH = 2  # candidates branch on sequences FIRST_BRANCH.. (cells shared with their source)
+MAX_SEQS = 10
 
 
 @llama_cpp.llama_log_callback
@@ -34,17 +43,26 @@ llama_cpp.llama_log_set(_quiet_log, ctypes.c_void_p(0))
 llama_cpp.llama_backend_init()
 
 
-class Engine:
+@dataclass(frozen=True)
+class SavedSeq:
+    """A sequence's KV cache copied out to memory, and the tokens it holds."""
+
+    tokens: tuple[int, ...]
+    data: bytes
+
+
+class Engine(Vocab):
     """A loaded model with one context; not thread-safe: use it from one worker thread."""
 
     def __init__(self, path: str | Path, n_ctx: int = 4096, n_threads: int | None = None,
-                 n_batch: int = 128, n_ubatch: int = 32) -> None:
+                 n_batch: int = 128, n_ubatch: int = 32, repack: bool = True) -> None:
         self.path = Path(path)
         check_gguf(self.path)
         mparams = llama_cpp.llama_model_default_params()
-        # The AMX extra buffer type crashes in ggml_backend_amx_mul_mat on these CPUs
-        # (seen here: SIGSEGV on the first decode); plain CPU buffers are safe.
-        mparams.use_extra_bufts = False
+        # Extra buffer types hold weights in faster layouts (CPU_REPACK: Q4_0 for AVX2/AVX-512);
+        # AMX, which crashed on one machine, is taken out of their list (cpu_buffers.py).
+        self.buffer_types = extra_buffer_types() if repack else ()
+        mparams.use_extra_bufts = repack
         # Weights are read into memory, not mmapped: a model file truncated or rewritten in
         # place while serving would otherwise kill the server with SIGBUS (seen here).
         mparams.load_mode = llama_cpp.LLAMA_LOAD_MODE_NONE
@@ -56,9 +74,7 @@ class Engine:
         cparams.n_ctx = n_ctx
         cparams.n_batch = n_batch
         # The compute buffer is sized for n_ubatch rows: 99 MB at 512 for SmolLM2, 25 MB at 128.
-        # 32 (the longest verify batch) keeps peak RSS within model + 150 MB at n_ctx 4096
-        # (236 MB against 248 at 64); the price is a cold prefill ~7% slower (1,000 tokens:
-        # 4.07 s against 3.81 s). Warm requests read a few tokens and do not feel it.
+        # Prompt speed barely depends on it here (bench-engine), memory does.
         cparams.n_ubatch = n_ubatch
         # Keys in q8_0 (values stay f16: quantized values need flash attention, see below):
         # 21 MB less at n_ctx 4096 for SmolLM2, decode as fast. Each key is quantized once, when
@@ -69,23 +85,24 @@ class Engine:
         # Flash attention (auto-on for CPU) gives a reused prefix logits up to 0.85 off a
         # fresh evaluation here; the plain path is exact (max diff 0.0), so KV reuse is lossless.
         cparams.flash_attn_type = 0
-        # Candidates branch from the prompt on sequences 1.. that share its cells (unified KV:
-        # no extra memory per sequence).
+        # One unified KV cache: a branch shares its source's cells (no copy), and the cells
+        # hold the window, the short prompt and the branches together.
         cparams.n_seq_max = MAX_SEQS
         cparams.kv_unified = True
         self._ctx = llama_cpp.llama_init_from_model(self._model, cparams)
         if not self._ctx:
             llama_cpp.llama_model_free(self._model)
             raise ModelError(f"could not create a context (n_ctx={n_ctx}) for {path}")
-        self._vocab = llama_cpp.llama_model_get_vocab(self._model)
+        Vocab.__init__(self, self._model)
         self._mem = llama_cpp.llama_get_memory(self._ctx)
-        self.n_vocab = llama_cpp.llama_vocab_n_tokens(self._vocab)
         self.n_ctx = llama_cpp.llama_n_ctx(self._ctx)
         self.n_batch = n_batch
+        self.n_ubatch = n_ubatch
         self.n_threads = threads
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
-        self.cached: list[int] = []  # tokens whose K/V sit in sequence 0, in order
+        self._seqs: dict[int, list[int]] = {WINDOW: [], SHORT: []}  # tokens whose K/V each holds, in order
         self.decode_steps = 0  # llama_decode calls, ever: lets tests see work stop
+        self.prompt_ms = 0.0  # measured ms per prompt token (running), 0 until seen
 
     def close(self) -> None:
         if getattr(self, "_ctx", None):
@@ -97,72 +114,18 @@ class Engine:
     def __del__(self) -> None:
         self.close()
 
-    # -- vocabulary ---------------------------------------------------------------
-    def tokenize(self, text: str, add_special: bool = False, parse_special: bool = True) -> list[int]:
-        data = text.encode("utf-8", errors="surrogatepass")
-        cap = len(data) + 16
-        buf = (llama_cpp.llama_token * cap)()
-        n = llama_cpp.llama_tokenize(self._vocab, data, len(data), buf, cap, add_special, parse_special)
-        if n < 0:
-            cap = -n
-            buf = (llama_cpp.llama_token * cap)()
-            n = llama_cpp.llama_tokenize(self._vocab, data, len(data), buf, cap, add_special, parse_special)
-        return list(buf[:n])
+    # -- sequences ------------------------------------------------------------------
+    @property
+    def cached(self) -> list[int]:
+        """The tokens the window sequence holds."""
+        return self._seqs[WINDOW]
 
-    def token_bytes(self, token: int) -> bytes:
-        buf = ctypes.create_string_buffer(64)
-        n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, len(buf), 0, False)
-        if n < 0:
-            buf = ctypes.create_string_buffer(-n)
-            n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, len(buf), 0, False)
-        return buf.raw[:n]
+    def held(self, seq: int) -> list[int]:
+        return self._seqs.setdefault(seq, [])
 
-    def detokenize(self, tokens: Sequence[int]) -> str:
-        return b"".join(self.token_bytes(t) for t in tokens).decode("utf-8", errors="replace")
-
-    def is_eog(self, token: int) -> bool:
-        return bool(llama_cpp.llama_vocab_is_eog(self._vocab, token))
-
-    def special_token(self, text: str) -> int | None:
-        """The id of a special token spelled exactly `text`, if the vocabulary has one."""
-        ids = self.tokenize(text, parse_special=True)
-        # Special iff it is one token when parsed as special and several when spelled out.
-        return ids[0] if len(ids) == 1 and len(self.tokenize(text, parse_special=False)) > 1 else None
-
-    def special_ids(self) -> dict[str, int]:
-        """Ids of the vocabulary's named special tokens (bos, eos, eot, fim_*), where set."""
-        v, lc = self._vocab, llama_cpp
-        named = {"bos": lc.llama_vocab_bos(v), "eos": lc.llama_vocab_eos(v), "eot": lc.llama_vocab_eot(v),
-                 "fim_pre": lc.llama_vocab_fim_pre(v), "fim_suf": lc.llama_vocab_fim_suf(v),
-                 "fim_mid": lc.llama_vocab_fim_mid(v)}
-        return {k: int(t) for k, t in named.items() if 0 <= t < self.n_vocab}
-
-    def bos_for_prompt(self) -> int | None:
-        """The BOS id when the model expects prompts to start with it (GGUF add_bos_token)."""
-        if not llama_cpp.llama_vocab_get_add_bos(self._vocab):
-            return None
-        bos = llama_cpp.llama_vocab_bos(self._vocab)
-        return int(bos) if 0 <= bos < self.n_vocab else None
-
-    def token_text(self, token: int) -> str:
-        """A token's text as the vocabulary spells it (special tokens included)."""
-        return llama_cpp.llama_vocab_get_text(self._vocab, token).decode("utf-8", errors="replace")
-
-    def prompt_special_id(self, text: str) -> int | None:
-        """The id of a prompt's special token: by exact text, else a FIM token of that text
-        (CodeLlama's vocabulary spells `<PRE>` as `▁<PRE>`)."""
-        tid = self.special_token(text)
-        if tid is not None:
-            return tid
-        for name, t in self.special_ids().items():
-            if name.startswith("fim_") and self.token_text(t).replace("▁", " ").strip() == text:
-                return t
-        return None
-
-    def metadata(self, key: str) -> str | None:
-        buf = ctypes.create_string_buffer(256)
-        n = llama_cpp.llama_model_meta_val_str(self._model, key.encode(), buf, len(buf))
-        return buf.value.decode(errors="replace") if n >= 0 else None
+    def common_prefix(self, prompt: Sequence[int], seq: int = WINDOW) -> int:
+        """How many leading tokens of `prompt` sequence `seq` already holds."""
+        return common_prefix(self.held(seq), prompt)
 
     # -- evaluation ---------------------------------------------------------------
     def _logits_row(self, i: int) -> np.ndarray:
@@ -170,37 +133,45 @@ class Engine:
         return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).copy()
 
     def eval(self, tokens: Sequence[int], want_rows: Sequence[int] = (),
-             cancel: threading.Event | None = None) -> list[np.ndarray]:
-        """Append `tokens` after what the cache holds; return logits for rows `want_rows`.
-        `cancel` is checked between chunks: what was evaluated stays cached for the next request."""
-        if len(self.cached) + len(tokens) > self.n_ctx:
-            raise ModelError(f"context full: {len(self.cached)}+{len(tokens)} > n_ctx {self.n_ctx}")
+             cancel: threading.Event | None = None, seq: int = WINDOW,
+             chunk: int | None = None) -> list[np.ndarray]:
+        """Append `tokens` after what `seq` holds; return logits for rows `want_rows`.
+        `cancel` is checked between chunks (n_batch tokens, or `chunk`): what was evaluated
+        stays cached for the next request, and Cancelled is raised."""
+        held = self.held(seq)
+        if len(held) + len(tokens) > self.n_ctx:
+            raise ModelError(f"context full: {len(held)}+{len(tokens)} > n_ctx {self.n_ctx}")
         wanted = set(want_rows)
         rows: list[np.ndarray] = []
-        for start in range(0, len(tokens), self.n_batch):
+        step = min(chunk or self.n_batch, self.n_batch)
+        for start in range(0, len(tokens), step):
             if cancel is not None and cancel.is_set():
                 raise Cancelled(f"cancelled after {start} of {len(tokens)} prompt tokens")
-            chunk = tokens[start:start + self.n_batch]
+            part = tokens[start:start + step]
             b = self._batch
-            b.n_tokens = len(chunk)
-            base = len(self.cached)
-            chunk_rows = []
-            for j, tok in enumerate(chunk):
+            b.n_tokens = len(part)
+            base = len(held)
+            part_rows = []
+            for j, tok in enumerate(part):
                 b.token[j] = tok
                 b.pos[j] = base + j
                 b.n_seq_id[j] = 1
-                b.seq_id[j][0] = SEQ
+                b.seq_id[j][0] = seq
                 want = (start + j) in wanted
                 b.logits[j] = want
                 if want:
-                    chunk_rows.append(j)
+                    part_rows.append(j)
+            t0 = time.perf_counter()
             rc = llama_cpp.llama_decode(self._ctx, b)
             self.decode_steps += 1
             if rc != 0:
-                self.reset()
+                self.forget(seq)
                 raise ModelError(f"llama_decode failed with code {rc}")
-            self.cached.extend(chunk)
-            rows.extend(self._logits_row(j) for j in chunk_rows)
+            if len(part) >= 16:  # a prompt-sized batch: keeps the measured prompt rate current
+                ms = (time.perf_counter() - t0) * 1000 / len(part)
+                self.prompt_ms = ms if not self.prompt_ms else 0.8 * self.prompt_ms + 0.2 * ms
+            held.extend(part)
+            rows.extend(self._logits_row(j) for j in part_rows)
         return rows
 
     def eval_seqs(self, items: Sequence[tuple[int, int, int]]) -> list[np.ndarray]:
@@ -217,40 +188,77 @@ class Engine:
             raise ModelError(f"llama_decode failed with code {rc}")
         return [self._logits_row(j) for j in range(len(items))]
 
-    def branch_seq(self, seq: int, n_tokens: int) -> None:
-        """Sequence `seq` starts as the first n_tokens of sequence 0 (cells shared, not copied)."""
-        if not 0 < seq < MAX_SEQS:
-            raise ValueError(f"sequence {seq} outside 1..{MAX_SEQS - 1}")
+    def branch_seq(self, seq: int, n_tokens: int, source: int = WINDOW) -> None:
+        """Sequence `seq` starts as the first n_tokens of `source` (cells shared, not copied)."""
+        if not FIRST_BRANCH <= seq < MAX_SEQS:
+            raise ValueError(f"sequence {seq} outside {FIRST_BRANCH}..{MAX_SEQS - 1}")
         llama_cpp.llama_memory_seq_rm(self._mem, seq, -1, -1)
-        llama_cpp.llama_memory_seq_cp(self._mem, SEQ, seq, 0, n_tokens)
+        llama_cpp.llama_memory_seq_cp(self._mem, source, seq, 0, n_tokens)
 
     def drop_seq(self, seq: int) -> None:
         llama_cpp.llama_memory_seq_rm(self._mem, seq, -1, -1)
+        self._seqs.pop(seq, None)
 
-    def truncate(self, n_keep: int) -> None:
-        """Forget cached tokens from position n_keep on (rollback)."""
-        if n_keep < len(self.cached):
-            llama_cpp.llama_memory_seq_rm(self._mem, SEQ, n_keep, -1)
-            del self.cached[n_keep:]
+    def truncate(self, n_keep: int, seq: int = WINDOW) -> None:
+        """Forget cached tokens of `seq` from position n_keep on (rollback)."""
+        held = self.held(seq)
+        if n_keep < len(held):
+            llama_cpp.llama_memory_seq_rm(self._mem, seq, n_keep, -1)
+            del held[n_keep:]
+
+    def forget(self, seq: int) -> None:
+        llama_cpp.llama_memory_seq_rm(self._mem, seq, -1, -1)
+        self.held(seq).clear()
 
     def reset(self) -> None:
         llama_cpp.llama_memory_clear(self._mem, True)
-        self.cached.clear()
+        for held in self._seqs.values():
+            held.clear()
 
-    def prefill(self, prompt: Sequence[int], cancel: threading.Event | None = None) -> tuple[np.ndarray, int]:
-        """Make the cache hold `prompt`; return the last token's logits and tokens reused."""
+    def save(self, seq: int = WINDOW) -> SavedSeq:
+        """Copy the sequence's KV cache out (a few ms for a thousand tokens)."""
+        size = llama_cpp.llama_state_seq_get_size(self._ctx, seq)
+        buf = (ctypes.c_uint8 * size)()
+        n = llama_cpp.llama_state_seq_get_data(self._ctx, buf, size, seq)
+        return SavedSeq(tuple(self.held(seq)), bytes(buf[:n]))
+
+    def load(self, saved: SavedSeq, seq: int = WINDOW) -> None:
+        """Make `seq` hold a saved cache again (its old content is dropped)."""
+        self.forget(seq)
+        data = (ctypes.c_uint8 * len(saved.data)).from_buffer_copy(saved.data)
+        if llama_cpp.llama_state_seq_set_data(self._ctx, data, len(saved.data), seq) == 0:
+            raise ModelError("could not load a saved KV cache back (no room in the context)")
+        self.held(seq).extend(saved.tokens)
+
+    def prefill(self, prompt: Sequence[int], cancel: threading.Event | None = None,
+                seq: int = WINDOW) -> tuple[np.ndarray, int]:
+        """Make `seq` hold `prompt`; return the last token's logits and tokens reused."""
         if not prompt:
             raise ValueError("empty prompt")
-        common = 0
-        limit = min(len(self.cached), len(prompt) - 1)  # re-evaluate >= 1 token for its logits
-        while common < limit and self.cached[common] == prompt[common]:
-            common += 1
-        self.truncate(common)
+        # Re-evaluate at least one token, for its logits.
+        common = min(self.common_prefix(prompt, seq), len(prompt) - 1)
+        self.truncate(common, seq)
         rest = list(prompt[common:])
-        (logits,) = self.eval(rest, want_rows=[len(rest) - 1], cancel=cancel)
+        (logits,) = self.eval(rest, want_rows=[len(rest) - 1], cancel=cancel, seq=seq)
         return logits, common
+
+    def read(self, prompt: Sequence[int], cancel: threading.Event, seq: int = WINDOW, chunk: int = 64) -> int:
+        """Read `prompt` into `seq` without logits, `chunk` tokens a decode, stopping (with
+        Cancelled, progress kept) at the first chunk after `cancel` is set; the tokens read."""
+        common = self.common_prefix(prompt, seq)
+        self.truncate(common, seq)
+        rest = list(prompt[common:-1])  # the last token is read by the request, for its logits
+        self.eval(rest, cancel=cancel, seq=seq, chunk=chunk)
+        return len(rest)
 
     # -- generation ---------------------------------------------------------------
     def generate(self, prompt: Sequence[int], **kwargs) -> GenerationResult:
         """Generate from `prompt`; see speculative.decode.generate for the options."""
         return generate(self, prompt, **kwargs)
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n, limit = 0, min(len(a), len(b))
+    while n < limit and a[n] == b[n]:
+        n += 1
+    return n

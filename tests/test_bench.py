@@ -6,7 +6,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from speculative.workload import build_workload
+from bench.workload import build_workload
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"]) / "json"
 

@@ -4,7 +4,7 @@ import json
 import subprocess
 import sys
 
-from lsp_server.bench_lsp import continues
+from bench.lsp import continues
 
 
 def test_continues_judges_the_first_line_against_what_is_typed_next():

@@ -1,6 +1,6 @@
 """The hindsight bounds of prompt lookup: pure functions on token lists and a cost table."""
 
-from speculative.bound import Spot, best_ms, bounds, policy_ms, spots
+from bench.bound import Spot, best_ms, bounds, policy_ms, spots
 from speculative.cost_model import CostModel
 from speculative.drafters import PromptLookup
 

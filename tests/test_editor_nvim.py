@@ -9,6 +9,8 @@ import pytest
 from tests.editor_sample import SOURCE
 from tests.nvim_helpers import ghost, server_stats, start_nvim, wait_for, wait_ready
 
+pytestmark = pytest.mark.editors
+
 
 @pytest.fixture
 def nvim(tmp_path):

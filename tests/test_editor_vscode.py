@@ -11,6 +11,8 @@ import pytest
 from tests.editor_sample import SOURCE
 from tests.vscode_helpers import CodeServer
 
+pytestmark = pytest.mark.editors
+
 
 @pytest.fixture
 def vscode(tmp_path):

@@ -83,9 +83,9 @@ def test_cancel_during_a_long_prefill_keeps_what_was_read(engine):
     calls = []
     original = engine.eval
 
-    def eval_then_cancel(tokens, want_rows=(), cancel=None):
+    def eval_then_cancel(tokens, want_rows=(), cancel=None, **kw):
         calls.append(len(tokens))
-        return original(tokens, want_rows, cancel)
+        return original(tokens, want_rows, cancel, **kw)
 
     engine.eval = eval_then_cancel
     try:

@@ -10,7 +10,7 @@ from lsp_helpers import SERVER, client_fixture, stats, wait_ready
 from pygls.workspace import TextDocument
 from pytest_lsp import LanguageClient
 
-from lsp_server.stress import ALPHABET, change, run_cancels, run_edits, run_replay
+from bench.stress import ALPHABET, change, run_cancels, run_edits, run_replay
 
 client = client_fixture({"specfill": {"completion": {"maxTokens": 16}}})
 SAMPLE = "import math\n\n\ndef area_of_circle(radius):\n    return math.pi * radius ** 2\n\n\ndef area(side):\n    "

@@ -12,6 +12,8 @@ from lsp_server.remote import RemoteEngine, RemoteError
 from lsp_server.settings import RemoteSettings
 from prompts import ContextFile
 
+pytestmark = pytest.mark.remote
+
 PREFIX = "def fibonacci(n):\n    "
 LONG_PREFIX = "# A long list of numbers, one a line\n1\n2\n3\n"  # generates until max_tokens
 
@@ -179,3 +181,16 @@ def test_tls_to_a_plain_http_engine_is_named():
             generate(remote(plain.url.replace("http://", "https://")))
     finally:
         plain.close()
+
+
+def test_connections_are_pooled_across_requests(openai):
+    """Keystroke after keystroke over one kept-alive connection; a cancelled stream is closed
+    (the engine must stop), so the next request opens a new one."""
+    r = remote(openai.url)
+    for _ in range(5):
+        assert generate(r, max_tokens=4).text
+    assert r.requests == 5 and r.connections == 1
+    cancel = threading.Event()
+    generate(r, prefix=LONG_PREFIX, max_tokens=1500, cancel=cancel, on_text=lambda text: len(text) > 8 and cancel.set())
+    assert generate(r, max_tokens=4).text and r.connections == 2
+    r.close()

@@ -102,18 +102,22 @@ async def test_typing_through_a_suggestion_is_served_from_the_cache(client: Lang
 @pytest.mark.asyncio
 async def test_a_keystroke_after_a_cancelled_request_still_gets_a_suggestion(client: LanguageClient):
     """VS Code cancels the previous request on every keystroke; the next one must not join
-    the generation that cancel is stopping (it would answer with nothing)."""
+    the generation that cancel is stopping (it would answer with nothing). The list goes on
+    for many tokens on its line, so each request is still generating when it is cancelled."""
     await wait_ready(client)
-    open_doc(client)
-    line, col = end_of(TEXT)
-    for i, typed in enumerate("sid"):
+    open_doc(client, WORDS)
+    line, col = end_of(WORDS)
+    for i, typed in enumerate("'ep"):
         old = asyncio.ensure_future(client.protocol.send_request_async(
             types.TEXT_DOCUMENT_INLINE_COMPLETION, inline_params(line, col + i, invoked=False), msg_id=f"k{i}"))
         await asyncio.sleep(0.05)
         client.protocol.notify("$/cancelRequest", types.CancelParams(id=f"k{i}"))
         insert(client, URI, 2 + i, line, col + i, typed)
-        with pytest.raises(Exception, match="cancel"):
-            await old
+        try:  # cancelled in flight; or answered before its cancel arrived (the typed-through cache is fast)
+            answer = await old
+            assert answer.items and answer.items[0].insert_text.strip(), "answered, but with nothing"
+        except Exception as exc:
+            assert "cancel" in str(exc).lower(), exc
     result = await complete(client, line, col + 3, invoked=False)
     assert result.items and result.items[0].insert_text.strip()
 

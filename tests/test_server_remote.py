@@ -9,6 +9,8 @@ from lsp_helpers import TEXT, client_fixture, complete, end_of, field, open_doc,
 from pytest_lsp import LanguageClient
 from remote_helpers import free_port, openai_engine
 
+pytestmark = pytest.mark.remote
+
 UP, DOWN = free_port(), free_port()
 
 

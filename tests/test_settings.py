@@ -39,7 +39,8 @@ def test_schema_lists_every_setting_with_type_default_and_description():
     assert sch["specfill.speculation.method"]["enum"] == ["auto", "lookup", "draft", "off"]
     assert sch["specfill.context.openFiles"]["type"] == "boolean"
     assert sch["specfill.model.remote.kind"]["enum"] == ["llama-server", "openai"]
-    assert len(sch) == 23 and all(v["description"] for v in sch.values())
+    assert sch["specfill.completion.minConfidence"]["type"] == "number"
+    assert len(sch) == 28 and all(v["description"] for v in sch.values())
 
 
 def test_readme_documents_every_setting_with_its_default():
@@ -56,15 +57,27 @@ def test_editor_copies_of_the_schema_are_current():
     """VS Code's manifest, the Neovim schema and its help are generated from the one schema
     (`specfill schema --write`); a setting added on one side only fails here."""
     import json
+    from pathlib import Path
 
-    from lsp_server import schema_export
+    from bench import schema_export
 
-    manifest = json.loads(schema_export.VSCODE_MANIFEST.read_text())
+    root = Path(__file__).parents[1]
+    manifest = json.loads((root / schema_export.VSCODE_MANIFEST).read_text())
     assert manifest["contributes"]["configuration"]["properties"] == schema_export.vscode_properties()
-    assert schema_export.NVIM_SCHEMA.read_text() == schema_export.lua_module()
-    doc = schema_export.NVIM_DOC.read_text()
+    assert (root / schema_export.NVIM_SCHEMA).read_text() == schema_export.lua_module()
+    doc = (root / schema_export.NVIM_DOC).read_text()
     assert schema_export.nvim_doc(doc) == doc
     for name in schema():
         assert name.removeprefix("specfill.") in doc
-    readme = schema_export.README.read_text()
+    readme = (root / schema_export.README).read_text()
     assert schema_export.readme(readme) == readme
+
+
+def test_number_settings_take_ints_and_floats_within_bounds():
+    s, errors = parse_settings({"completion": {"minConfidence": 0.25}})
+    assert s.completion.min_confidence == 0.25 and not errors
+    s, errors = parse_settings({"completion": {"minConfidence": 1}})  # JSON and Lua send 1 for 1.0
+    assert s.completion.min_confidence == 1.0 and isinstance(s.completion.min_confidence, float) and not errors
+    for bad in (1.5, -0.1, "0.3", True):
+        s, errors = parse_settings({"completion": {"minConfidence": bad}})
+        assert s.completion.min_confidence == 0.0 and "completion.minConfidence" in errors[0]

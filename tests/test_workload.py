@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from speculative.workload import build_workload, load_workload
+from bench.workload import build_workload, load_workload
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"]) / "json"
 

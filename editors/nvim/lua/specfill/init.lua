@@ -45,7 +45,7 @@ local function is_group(key)
   return false
 end
 
-local lua_type = { string = 'string', integer = 'number', boolean = 'boolean' }
+local lua_type = { string = 'string', integer = 'number', number = 'number', boolean = 'boolean' }
 
 --- Checks user settings against the schema; returns the valid ones and a list of problems.
 function M.validate(settings, prefix, problems)

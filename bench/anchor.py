@@ -6,39 +6,22 @@ is part of what the bench's peak RSS shows.
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import llama_cpp
-import llama_cpp.llama_cpp as llama_lib
 from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
-
-@contextlib.contextmanager
-def no_extra_buffer_types() -> Iterator[None]:
-    """Llama() offers no switch for it, but the AMX extra buffer type crashes on these CPUs."""
-    original = llama_lib.llama_model_default_params
-
-    def params():
-        p = original()
-        p.use_extra_bufts = False
-        return p
-
-    llama_lib.llama_model_default_params = params
-    try:
-        yield
-    finally:
-        llama_lib.llama_model_default_params = original
+from speculative.cpu_buffers import extra_buffer_types
 
 
 class Anchor:
     def __init__(self, path: Path, n_ctx: int, threads: int) -> None:
-        with no_extra_buffer_types():
-            self.llm = llama_cpp.Llama(str(path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
-                                       draft_model=LlamaPromptLookupDecoding(), flash_attn=False,
-                                       logits_all=True, verbose=False)
+        extra_buffer_types()  # as specfill's engine: AMX taken out, repacking kept
+        self.llm = llama_cpp.Llama(str(path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
+                                   draft_model=LlamaPromptLookupDecoding(), flash_attn=False,
+                                   logits_all=True, verbose=False)
 
     def warm(self, prompt: Sequence[int]) -> None:
         self.llm.create_completion(list(prompt), max_tokens=1, temperature=0.0)

@@ -3,18 +3,26 @@
 from __future__ import annotations
 
 import asyncio
-import sys
+import tempfile
 import time
+from importlib import resources
 from pathlib import Path
 
 from lsprotocol import types
-from pygls.lsp.client import LanguageClient
+
+from bench.lsp_client import server_stats, start_server, stop_server
 
 TYPED = "\n    return "
 
 
-async def _demo(model: str | None, file: str) -> int:
-    client = LanguageClient("specfill-demo", "0.1")
+def sample_text() -> str:
+    """The sample file shipped with the server (package data)."""
+    return resources.files("lsp_server").joinpath("sample.py").read_text(encoding="utf-8")
+
+
+async def _demo(model: str | None, file: str | None) -> int:
+    t0 = time.perf_counter()
+    client = await start_server("specfill-demo", {"model": {"path": model or ""}}, wait_ready=False)
     messages: list[str] = []
 
     @client.feature(types.WINDOW_SHOW_MESSAGE)
@@ -22,18 +30,15 @@ async def _demo(model: str | None, file: str) -> int:
         messages.append(params.message)
         print(f"[server] {params.message}")
 
-    await client.start_io(sys.executable, "-m", "lsp_server", "serve")
-    path = Path(file).resolve()
-    uri = path.as_uri()
-    await client.initialize_async(types.InitializeParams(
-        capabilities=types.ClientCapabilities(),
-        initialization_options={"model": {"path": model or ""}},
-    ))
-    client.initialized(types.InitializedParams())
-    t0 = time.perf_counter()
-    while (state := (await client.protocol.send_request_async("specfill/stats", {})).state) == "loading":
+    while (state := (await server_stats(client))["state"]) == "loading":
         await asyncio.sleep(0.1)
     print(f"model {state} after {time.perf_counter() - t0:.1f} s")
+    if file is None:
+        path = Path(tempfile.mkdtemp(prefix="specfill-demo-")) / "shapes.py"
+        path.write_text(sample_text())
+    else:
+        path = Path(file).resolve()
+    uri = path.as_uri()
     text = path.read_text().rstrip("\n")
     client.text_document_did_open(types.DidOpenTextDocumentParams(
         text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)))
@@ -61,11 +66,9 @@ async def _demo(model: str | None, file: str) -> int:
         items = result.items if isinstance(result, types.InlineCompletionList) else (result or [])
         shown = items[0].insert_text if items else ""
         print(f"{ms:7.0f} ms  after {ch!r:6} -> {shown!r}")
-    await client.shutdown_async(None)
-    client.exit(None)
-    await client.stop()
+    await stop_server(client)
     return 1 if messages else 0
 
 
-def run_demo(model: str | None, file: str) -> int:
+def run_demo(model: str | None, file: str | None) -> int:
     return asyncio.run(_demo(model, file))

@@ -7,10 +7,10 @@ import statistics
 import time
 from pathlib import Path
 
+from lsp_server.stats import pct
 from speculative.build_info import build_info
 from speculative.engine import Engine
 from speculative.model_file import resolve_model_path
-from speculative.percentile import pct
 
 
 def run(model: str | None, source: Path, n_tokens: int, repeat: int) -> dict:

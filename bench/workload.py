@@ -13,6 +13,8 @@ import random
 from collections.abc import Iterator
 from pathlib import Path
 
+from lsp_server.workspace import decode_text
+
 CODE_SUFFIXES = {".py", ".js", ".ts", ".go", ".rs", ".c", ".h", ".cc", ".cpp", ".java", ".lua", ".rb", ".sh"}
 MAX_FILE_BYTES = 512_000
 KINDS = ("fim", "edit", "copy")
@@ -32,14 +34,8 @@ def source_files(root: Path) -> list[Path]:
 
 def _read(path: Path) -> str | None:
     try:
-        data = path.read_bytes()
+        return decode_text(path.read_bytes())
     except OSError:
-        return None
-    if b"\0" in data:
-        return None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
         return None
 
 

@@ -16,16 +16,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.bound import bounds, spots
+from bench.memory import peak_rss_mb, reset_peak
+from bench.workload import load_workload
+from lsp_server.stats import pct
 from prompts import PromptError, build_prompt, family_for, prompt_tokens
-from speculative.bound import bounds, spots
 from speculative.build_info import build_info
 from speculative.cost_model import load_cost_model
 from speculative.drafters import Auto, DraftModel, PromptLookup
 from speculative.engine import Engine
-from speculative.memory import peak_rss_mb, reset_peak
 from speculative.model_file import resolve_model_path
-from speculative.percentile import pct
-from speculative.workload import load_workload
 
 MODES = ("plain", "anchor", "lookup", "draft", "auto")
 GAP_TIE = 0.5  # a top-2 logit gap below this is a rounding near-tie, not a real divergence
@@ -129,7 +129,7 @@ def run(workload: str, model: str | None, draft_model: str | None, modes: list[s
     if "anchor" in modes:
         anchor_engine = None
         try:
-            from speculative.anchor import Anchor
+            from bench.anchor import Anchor
 
             reset_peak()
             anchor_engine = Anchor(path, n_ctx, threads)

@@ -12,11 +12,10 @@ from pathlib import Path
 
 from lsp_server.settings import schema
 
-ROOT = Path(__file__).resolve().parent.parent
-VSCODE_MANIFEST = ROOT / "editors" / "vscode" / "package.json"
-NVIM_SCHEMA = ROOT / "editors" / "nvim" / "lua" / "specfill" / "schema.lua"
-NVIM_DOC = ROOT / "editors" / "nvim" / "doc" / "specfill.txt"
-README = ROOT / "README.md"
+VSCODE_MANIFEST = Path("editors/vscode/package.json")
+NVIM_SCHEMA = Path("editors/nvim/lua/specfill/schema.lua")
+NVIM_DOC = Path("editors/nvim/doc/specfill.txt")
+README = Path("README.md")
 TABLE_HEAD = "| setting | default | meaning |"
 BEGIN, END = "BEGIN GENERATED SETTINGS", "END GENERATED SETTINGS"
 
@@ -105,23 +104,21 @@ def readme(current: str) -> str:
     return current[:start] + readme_table() + current[end:]
 
 
-def write() -> list[Path]:
-    """Regenerate both editor files; returns those that changed."""
+def write(root: Path) -> list[Path]:
+    """Regenerate the editors' copies and the README table in the checkout at `root`; returns
+    those that changed."""
+    manifest_path = root / VSCODE_MANIFEST
+    if not manifest_path.exists():
+        raise FileNotFoundError(f"{root.resolve()} is not a specfill source checkout (no {VSCODE_MANIFEST})")
     changed = []
-    manifest = json.loads(VSCODE_MANIFEST.read_text())
-    text = json.dumps(vscode_manifest(manifest), indent=2) + "\n"
-    if VSCODE_MANIFEST.read_text() != text:
-        VSCODE_MANIFEST.write_text(text)
-        changed.append(VSCODE_MANIFEST)
-    if not NVIM_SCHEMA.exists() or NVIM_SCHEMA.read_text() != lua_module():
-        NVIM_SCHEMA.write_text(lua_module())
-        changed.append(NVIM_SCHEMA)
-    doc = NVIM_DOC.read_text()
-    if nvim_doc(doc) != doc:
-        NVIM_DOC.write_text(nvim_doc(doc))
-        changed.append(NVIM_DOC)
-    text = README.read_text()
-    if readme(text) != text:
-        README.write_text(readme(text))
-        changed.append(README)
+    text = json.dumps(vscode_manifest(json.loads(manifest_path.read_text())), indent=2) + "\n"
+    renders = [(VSCODE_MANIFEST, lambda _: text), (NVIM_SCHEMA, lambda _: lua_module()),
+               (NVIM_DOC, nvim_doc), (README, readme)]
+    for rel, render in renders:
+        path = root / rel
+        current = path.read_text() if path.exists() else ""
+        new = render(current)
+        if new != current:
+            path.write_text(new)
+            changed.append(path)
     return changed

@@ -7,15 +7,16 @@ runs the long variants; the tests run short ones with the same code.
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import sys
 import time
 from dataclasses import dataclass
 
 from lsprotocol import types
-from pygls.lsp.client import LanguageClient
 
+from bench.demo import sample_text
+from bench.lsp_client import server_stats, start_server, stop_server
+from bench.memory import rss_mb
 from lsp_server.positions import utf16_position
 from lsp_server.stats import percentiles
 
@@ -90,13 +91,6 @@ async def run_edits(client, uri: str, n: int, seed: int, check_every: int = 25, 
     return report
 
 
-async def stats(client) -> dict:
-    result = await client.protocol.send_request_async("specfill/stats", {})
-    if isinstance(result, dict):
-        return result
-    return result._asdict() if hasattr(result, "_asdict") else vars(result)  # pygls gives a namedtuple
-
-
 def _inline(uri: str, pos: types.Position) -> types.InlineCompletionParams:
     return types.InlineCompletionParams(
         text_document=types.TextDocumentIdentifier(uri=uri), position=pos,
@@ -118,7 +112,7 @@ async def run_cancels(client, uri: str, text: str, n: int, seed: int) -> CancelR
     rng = random.Random(seed)
     client.text_document_did_open(types.DidOpenTextDocumentParams(
         text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)))
-    report = CancelReport(threads_before=int((await stats(client))["threads"]))
+    report = CancelReport(threads_before=int((await server_stats(client))["threads"]))
     pos = utf16_position(text, len(text))
     for i in range(n):
         msg_id = f"storm-{seed}-{i}"
@@ -132,20 +126,12 @@ async def run_cancels(client, uri: str, text: str, n: int, seed: int) -> CancelR
         except Exception:
             report.cancels += 1
     await asyncio.sleep(0.5)
-    steps = (await stats(client))["decode_steps"]
+    steps = (await server_stats(client))["decode_steps"]
     await asyncio.sleep(1.0)
-    after = await stats(client)
+    after = await server_stats(client)
     report.steps_settled = after["decode_steps"] == steps
     report.threads_after = int(after["threads"])
     return report
-
-
-def rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 async def run_replay(client, uri: str, text: str, seconds: float, rate: float, pid: int) -> dict:
@@ -187,20 +173,14 @@ async def run_replay(client, uri: str, text: str, seconds: float, rate: float, p
 
 
 async def _main(edits: int, cancels: int, seconds: float, rate: float, seed: int) -> dict:
-    client = LanguageClient("specfill-stress", "0.1")
-    await client.start_io(sys.executable, "-m", "lsp_server", "serve")
-    await client.initialize_async(types.InitializeParams(capabilities=types.ClientCapabilities(),
-                                                         initialization_options={}))
-    client.initialized(types.InitializedParams())
-    while (await stats(client))["state"] == "loading":
-        await asyncio.sleep(0.1)
+    client = await start_server("specfill-stress")
     pid = client._server.pid
     out: dict = {}
     t0 = time.perf_counter()
     e = await run_edits(client, "file:///tmp/specfill-stress/edits.py", edits, seed)
     out["edits"] = {**vars(e), "seconds": round(time.perf_counter() - t0, 1)}
     print(f"edits: {e.edits} applied, {e.checks} checks, {e.mismatches} mismatches", file=sys.stderr)
-    sample = open(os.path.join(os.path.dirname(__file__), "sample.py")).read()
+    sample = sample_text()
     c = await run_cancels(client, "file:///tmp/specfill-stress/cancel.py", sample, cancels, seed)
     out["cancels"] = vars(c)
     print(f"cancels: {c.cancels} cancelled, {c.answered} answered first, decode settled {c.steps_settled}, "
@@ -210,9 +190,7 @@ async def _main(edits: int, cancels: int, seconds: float, rate: float, seed: int
     print(f"replay: {r['requests']} requests at {rate}/s for {seconds:.0f} s, {r['errors']} errors, "
           f"p50/p95/p99 {r['latency_ms']['p50']:.0f}/{r['latency_ms']['p95']:.0f}/{r['latency_ms']['p99']:.0f} ms, "
           f"RSS {r['rss_start_mb']:.0f} -> {r['rss_end_mb']:.0f} MB", file=sys.stderr)
-    await client.shutdown_async(None)
-    client.exit(None)
-    await client.stop()
+    await stop_server(client)
     return out
 
 

@@ -1,0 +1,223 @@
+"""`specfill bench-lsp`: the real server over stdio, typing each case's middle at a pace.
+
+Per case the cursor lands (open the file, then the first keystroke at once: no warm-up, no
+cursor hint, as a plain LSP client does; `--warm` adds an untimed request at open, `--focus`
+sends specfill/didFocus at open as the editors do) and types the middle one character a
+keystroke, each a didChange and an inlineCompletion request. Every request is awaited (the
+server supersedes stale ones), so latency is not capped by the pace.
+
+Per keystroke: `shown` if a suggestion arrived before the next keystroke, `useful` if it also
+continues what is typed next; `precision` = useful / shown. `first_suggestion_ms`: from the
+landing keystroke to the first non-empty suggestion that arrived while typing on. With
+`--accept`, the typist presses Tab whenever the shown suggestion continues the text, taking
+what it shares with the text; `saved` is the share of characters that came from Tab.
+Variants (`--variant name=JSON`) run the same cases on a fresh server each, in one run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lsprotocol import types
+
+from bench.lsp_client import server_stats, start_server, stop_server
+from bench.workload import load_workload
+from lsp_server.positions import utf16_position
+from lsp_server.stats import pct
+
+
+def continues(suggestion: str, rest: str) -> bool:
+    """The suggestion is what the user goes on to type (as far as either goes, on this line)."""
+    first = suggestion.split("\n", 1)[0]
+    rest = rest.split("\n", 1)[0]
+    return bool(first.strip()) and (rest.startswith(first) or first.startswith(rest))
+
+
+def shared(suggestion: str, rest: str) -> str:
+    """What Tab takes for a typist who keeps only what the suggestion shares with the text."""
+    return os.path.commonprefix([suggestion, rest])
+
+
+@dataclass
+class Tally:
+    keystrokes: int = 0
+    shown: int = 0
+    useful: int = 0
+    chars: int = 0
+    saved_chars: int = 0
+    accepts: int = 0
+    errors: int = 0
+    latencies: list[float] = field(default_factory=list)  # every request
+    warm: list[float] = field(default_factory=list)  # requests after the case's first suggestion
+    first: list[float] = field(default_factory=list)  # first suggestion after landing, per case
+    never: int = 0  # cases where no suggestion arrived while typing
+
+
+async def _case(client, n: int, case: dict, key_ms: float, tally: Tally, warm: bool, focus: bool,
+                accept: bool) -> None:
+    uri = Path(f"/tmp/specfill-bench-lsp/{n}/{Path(case['path']).name}").as_uri()
+    text = case["prefix"] + case["suffix"]
+    client.text_document_did_open(types.DidOpenTextDocumentParams(
+        text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)))
+    version = 1
+
+    def request(prefix: str):
+        return asyncio.ensure_future(client.text_document_inline_completion_async(types.InlineCompletionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), position=utf16_position(prefix, len(prefix)),
+            context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic))))
+
+    def insert(prefix: str, piece: str) -> None:
+        nonlocal version
+        version += 1
+        pos = utf16_position(prefix, len(prefix))
+        client.text_document_did_change(types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[types.TextDocumentContentChangePartial(range=types.Range(start=pos, end=pos),
+                                                                    text=piece)]))
+
+    if focus:
+        client.protocol.notify("specfill/didFocus", {"textDocument": {"uri": uri},
+                                                     "position": utf16_position(text, len(case["prefix"]))})
+    if warm:
+        try:
+            await asyncio.wait_for(request(case["prefix"]), 120)  # the old, untimed warm-up
+        except Exception:
+            tally.errors += 1
+    middle, typed = case["middle"], 0
+    prefix = case["prefix"]
+    landed = time.perf_counter()
+    first: float | None = None
+    pending: list[tuple[asyncio.Future, float, dict]] = []
+
+    def ask(prefix: str) -> tuple[asyncio.Future, float, dict]:
+        fut, arrived = request(prefix), {}
+        fut.add_done_callback(lambda f: arrived.setdefault("t", time.perf_counter()))
+        pending.append((fut, time.perf_counter(), arrived))
+        return pending[-1]
+    tab = ""  # what the next key press takes with Tab ("" = type the next character)
+    while typed < len(middle):
+        piece = tab or middle[typed]
+        insert(prefix, piece)
+        if tab:
+            client.workspace_execute_command(types.ExecuteCommandParams(
+                command="specfill.didAccept", arguments=[{"uri": uri, "length": len(tab)}]))
+            tally.saved_chars += len(tab)
+            tally.accepts += 1
+        prefix += piece
+        typed += len(piece)
+        tally.chars += len(piece)
+        tally.keystrokes += 1
+        fut, t0, arrived = ask(prefix)
+        await asyncio.wait({fut}, timeout=key_ms / 1000)
+        tab = ""
+        suggestion = ""
+        if fut.done() and fut.exception() is None and fut.result() and fut.result().items:
+            suggestion = fut.result().items[0].insert_text
+        if suggestion.strip():  # shown before the next key press
+            tally.shown += 1
+            if first is None:
+                first = arrived["t"] - landed
+            rest = middle[typed:]
+            if continues(suggestion, rest):
+                tally.useful += 1
+                tab = shared(suggestion, rest) if accept else ""
+        await asyncio.sleep(max(0.0, key_ms / 1000 - (time.perf_counter() - t0)))
+    done_at = time.perf_counter()
+    await asyncio.wait([f for f, _, _ in pending], timeout=120)
+    await asyncio.sleep(0)  # let the done callbacks record arrivals
+    for fut, t0, arrived in pending:
+        if not fut.done() or fut.exception() is not None:
+            tally.errors += 1
+            continue
+        ms = arrived["t"] - t0
+        tally.latencies.append(ms * 1000)
+        if first is not None and t0 - landed > first:
+            tally.warm.append(ms * 1000)
+    if first is None:
+        tally.never += 1
+        tally.first.append((done_at - landed) * 1000)  # censored: at least this long
+    else:
+        tally.first.append(first * 1000)
+    client.text_document_did_close(types.DidCloseTextDocumentParams(
+        text_document=types.TextDocumentIdentifier(uri=uri)))
+
+
+async def _run(cases: list[dict], key_ms: float, settings: dict, warm: bool, focus: bool, accept: bool) -> dict:
+    client = await start_server("specfill-bench-lsp", settings)
+    tally = Tally()
+    t0 = time.perf_counter()
+    for n, case in enumerate(cases):
+        await _case(client, n, case, key_ms, tally, warm, focus, accept)
+        sys.stderr.write(f"\r{n + 1}/{len(cases)} cases")
+    stats = await server_stats(client)
+    await stop_server(client)
+    sys.stderr.write("\n")
+    k = tally.keystrokes or 1
+    remote = stats.get("remote") or {}
+    return {
+        "n_cases": len(cases), "keystrokes": tally.keystrokes, "key_ms": key_ms, "mode": "warm" if warm else "cold",
+        "focus": focus, "accept": accept, "settings": settings, "wall_s": time.perf_counter() - t0,
+        "first_suggestion_ms": {"p50": pct(tally.first, 0.5), "p95": pct(tally.first, 0.95),
+                                "max": max(tally.first, default=0.0), "never": tally.never},
+        "latency_ms": {"p50": pct(tally.latencies, 0.5), "p95": pct(tally.latencies, 0.95),
+                       "p99": pct(tally.latencies, 0.99)},
+        "warm_latency_ms": {"p50": pct(tally.warm, 0.5), "p95": pct(tally.warm, 0.95), "p99": pct(tally.warm, 0.99)},
+        "answered": len(tally.latencies),
+        "ttft_ms": stats["ttft_ms"], "ttft_cold_ms": stats["ttft_cold_ms"], "ttft_warm_ms": stats["ttft_warm_ms"],
+        "cache_hit_rate": stats["cache_hits"] / stats["requests"] if stats["requests"] else 0.0,
+        "shown": tally.shown / k, "useful": tally.useful / k,
+        "precision": tally.useful / tally.shown if tally.shown else 0.0,
+        "saved": tally.saved_chars / tally.chars if tally.chars else 0.0, "accepts": tally.accepts,
+        "errors": tally.errors + stats["errors"],
+        "connections_per_100_keystrokes": 100 * remote.get("connections", 0) / k if remote else None,
+        "server": {key: stats.get(key) for key in ("requests", "cache_hits", "superseded", "short", "healed", "hidden",
+                                                   "cut", "acceptance_rate", "model", "model_file", "extra_buffers",
+                                                   "prompt_tok_s", "warm_windows", "read_ahead_tokens")}
+                  | {"build": stats["build"]["build"]},
+    }
+
+
+def _print(name: str, r: dict) -> None:
+    f, w, lat = r["first_suggestion_ms"], r["warm_latency_ms"], r["latency_ms"]
+    print(f"{name:<14}{f['p50']:>7.0f}{f['p95']:>7.0f}{f['max']:>7.0f}{f['never']:>4d}"
+          f"{w['p50']:>7.0f}{w['p95']:>7.0f}{lat['p50']:>7.0f}{lat['p95']:>7.0f}{lat['p99']:>7.0f}"
+          f"{r['shown']:>7.2f}{r['useful']:>7.2f}{r['precision']:>7.2f}{r['saved']:>7.2f}{r['errors']:>5d}")
+
+
+def cpu_flags() -> str:
+    """The SIMD flags of this machine's CPU (the kernels depend on them)."""
+    try:
+        flags = next(ln for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("flags")).split()
+    except (OSError, StopIteration):
+        return "unknown"
+    return " ".join(f for f in flags if f.startswith(("avx", "amx", "fma", "f16c")) or f in ("sse4_2",))
+
+
+def main(workload: str, key_ms: float, json_out: str | None, settings: dict | None = None,
+         variants: list[tuple[str, dict]] = (), warm: bool = False, focus: bool = False, accept: bool = False) -> int:
+    cases = load_workload(workload)
+    runs = [("default", settings or {}), *variants]
+    reports = {}
+    print(f"{len(cases)} cases from {workload} at {key_ms:.0f} ms a key, {'warm' if warm else 'cold'} landing"
+          f"{', didFocus at open' if focus else ''}{', typist accepts' if accept else ''}; "
+          f"{os.cpu_count()} cores, CPU flags: {cpu_flags()}")
+    for name, s in runs:
+        reports[name] = asyncio.run(_run(cases, key_ms, s, warm, focus, accept))
+    first = next(iter(reports.values()))
+    print(f"model {first['server']['model_file'] or first['server']['model']}, build {first['server']['build']}, "
+          f"extra buffers {'+'.join(first['server']['extra_buffers'] or []) or 'none'}, "
+          f"prompt {first['server']['prompt_tok_s']:.0f} tok/s")
+    print(f"{'':<14}{'first suggestion ms':>25}{'warm ms':>14}{'all requests ms':>21}")
+    print(f"{'variant':<14}{'p50':>7}{'p95':>7}{'max':>7}{'none':>4}{'p50':>7}{'p95':>7}{'p50':>7}{'p95':>7}"
+          f"{'p99':>7}{'shown':>7}{'useful':>7}{'prec.':>7}{'saved':>7}{'err':>5}")
+    for name, r in reports.items():
+        _print(name, r)
+    if json_out:
+        Path(json_out).write_text(json.dumps(reports if variants else reports["default"], indent=2))
+    return 0

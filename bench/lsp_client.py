@@ -1,0 +1,45 @@
+"""The real server over stdio, as the tools drive it: started, initialized, model loaded."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+from lsprotocol import types
+from pygls.lsp.client import LanguageClient
+
+
+async def server_stats(client: LanguageClient) -> dict:
+    """specfill/stats as a dict (pygls hands custom results back as namedtuples)."""
+    result = await client.protocol.send_request_async("specfill/stats", {})
+    if isinstance(result, dict):
+        return result
+    return _plain(result)
+
+
+def _plain(value):
+    if hasattr(value, "_asdict"):
+        return {k: _plain(v) for k, v in value._asdict().items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+async def start_server(name: str, settings: dict | None = None, capabilities: types.ClientCapabilities | None = None,
+                       wait_ready: bool = True) -> LanguageClient:
+    """A client of a fresh `specfill serve`, initialized with `settings`; with `wait_ready`,
+    returned once the model is loaded."""
+    client = LanguageClient(name, "0.1")
+    await client.start_io(sys.executable, "-m", "lsp_server", "serve")
+    await client.initialize_async(types.InitializeParams(capabilities=capabilities or types.ClientCapabilities(),
+                                                         initialization_options={"specfill": settings or {}}))
+    client.initialized(types.InitializedParams())
+    while wait_ready and (await server_stats(client))["state"] == "loading":
+        await asyncio.sleep(0.1)
+    return client
+
+
+async def stop_server(client: LanguageClient) -> None:
+    await client.shutdown_async(None)
+    client.exit(None)
+    await client.stop()

@@ -1,0 +1,64 @@
+"""Several places kept warm: the full prompt in the engine's WINDOW sequence, and the last few
+others copied out to memory (llama_state_seq_get_data), most recent first.
+
+Before the window sequence is overwritten by a prompt of another place, its cache is saved;
+a prompt that a saved cache serves better than the live one loads that cache back (a copy of
+a few MB) instead of reading the prompt again (seconds). Bounded by count and by bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from speculative.engine import WINDOW, Engine, SavedSeq, common_prefix
+
+MIN_SAVE = 128  # tokens: a cache smaller than this is cheaper to read again than to keep
+
+
+class WarmWindows:
+    def __init__(self, keep: int = 4, max_bytes: int = 160 << 20) -> None:
+        self.keep, self.max_bytes = keep, max_bytes
+        self.saved: list[SavedSeq] = []  # most recent first
+        self.loads = 0  # caches loaded back instead of read again
+        self.saves = 0
+
+    def __len__(self) -> int:
+        return len(self.saved)
+
+    @property
+    def bytes(self) -> int:
+        return sum(len(s.data) for s in self.saved)
+
+    def _save_live(self, engine: Engine) -> None:
+        live = engine.held(WINDOW)
+        if len(live) < MIN_SAVE:
+            return
+        saved = engine.save(WINDOW)
+        # A saved cache that the live one extends is superseded by it.
+        self.saved = [saved] + [s for s in self.saved if common_prefix(s.tokens, live) < len(s.tokens)]
+        self.saves += 1
+        while len(self.saved) > self.keep or (len(self.saved) > 1 and self.bytes > self.max_bytes):
+            self.saved.pop()
+
+    def prepare(self, engine: Engine, prompt: Sequence[int]) -> int:
+        """Make the window sequence the best start for `prompt`; the tokens it can reuse.
+        The live cache is saved first when serving `prompt` would throw much of it away."""
+        held = engine.held(WINDOW)
+        live = common_prefix(held, prompt)
+        best, best_n = None, live
+        for s in self.saved:
+            n = common_prefix(s.tokens, prompt)
+            if n > best_n:
+                best, best_n = s, n
+        if best is not None:
+            self._save_live(engine)
+            self.saved = [s for s in self.saved if s is not best]
+            engine.load(best, WINDOW)
+            self.loads += 1
+            return best_n
+        if len(held) - live > MIN_SAVE:  # another place: keep it before it is overwritten
+            self._save_live(engine)
+        return live
+
+    def clear(self) -> None:
+        self.saved.clear()
