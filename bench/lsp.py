@@ -122,7 +122,7 @@ async def _case(client, n: int, case: dict, key_ms: float, tally: Tally, warm: b
         if suggestion.strip():  # shown before the next key press
             tally.shown += 1
             if first is None:
-                first = arrived["t"] - landed
+                first = arrived.setdefault("t", time.perf_counter()) - landed
             rest = middle[typed:]
             if continues(suggestion, rest):
                 tally.useful += 1

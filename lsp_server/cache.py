@@ -42,5 +42,8 @@ class TypeThroughCache:
         rest = entry.text[len(typed):]
         return rest if rest.strip() else None
 
+    def current(self, uri: str) -> Entry | None:
+        return self._entries.get(uri)
+
     def drop(self, uri: str) -> None:
         self._entries.pop(uri, None)

@@ -2,8 +2,11 @@
 
 A request is answered, in order of preference: from the type-through cache (the user typed
 what the last suggestion said); by an in-flight generation that still agrees with what was
-typed; or by a new generation, answered as soon as its first line is complete while the rest
-is generated in the background into the cache.
+typed; or by a new generation, answered as soon as its first line is complete, or with the
+text so far PARTIAL_MS after its first text (a long line would otherwise arrive after the next
+keystroke), while the rest is generated in the background into the cache. Once a suggestion
+is complete and shown, what would follow it if it were accepted is generated into the cache
+too (completion.afterAccept), so Tab and a pause show the next one at once.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from lsp_server.stats import Stats
 
 log = logging.getLogger("specfill")
 NEAR_CHARS = 600  # text before the cursor that picks related workspace files
+PARTIAL_MS = 20  # after the first text, answer with what there is rather than wait for the line's end
 
 
 @dataclass(frozen=True)
@@ -48,7 +52,7 @@ class Inflight:
     cancel: threading.Event
     future: asyncio.Future
     text: str = ""
-    first_line: asyncio.Event = field(default_factory=asyncio.Event)
+    first_line: asyncio.Event = field(default_factory=asyncio.Event)  # a line is complete, or PARTIAL_MS passed
     waiters: int = 0  # requests waiting on it; a cancelled one stops it only if it was the last
 
     def agrees_with(self, prefix: str, suffix: str) -> bool:
@@ -152,9 +156,12 @@ class Pipeline:
         entry = self.cache.put(at.uri, at.prefix, at.suffix, "", done=False)
 
         def on_text(text: str) -> None:  # on the model thread
+            first = not flight.text
             entry.text = flight.text = text
             if first_complete_line(text) is not None and not flight.first_line.is_set():
                 loop.call_soon_threadsafe(flight.first_line.set)
+            elif first:
+                loop.call_soon_threadsafe(loop.call_later, PARTIAL_MS / 1000, flight.first_line.set)
 
         others = self.others(at.uri, at.prefix[-NEAR_CHARS:], settings)
         future = asyncio.wrap_future(self.worker.complete(at.prefix, at.suffix, at.path, settings, cancel, on_text,
@@ -183,9 +190,33 @@ class Pipeline:
                 return
             entry.text, entry.done = result.text, True
             self.stats.generation(result, getattr(result, "cpu_ms", 0.0))
+            # Idle, and no full prompt left to read (that matters more than a guess ahead).
+            if candidates == 1 and settings.completion.after_accept and result.stop_reason != "cancelled" \
+                    and not result.short and self._inflight.get(at.uri) is None and not self.worker.reading:
+                self._after_accept(at, entry, settings)
 
         future.add_done_callback(done)
         return flight
+
+    def _after_accept(self, at: Position, entry, settings: Settings) -> None:
+        """Generate what follows the shown suggestion as if it were accepted, into its cache
+        entry; any request stops it at the next step (the worker's supersede)."""
+        shown = self._finish(at, entry.text, settings)
+        if shown is None or shown.replace_chars or self.worker.remote is not None:
+            return
+        accepted = at.prefix + shown.text
+
+        def on_text(text: str) -> None:  # on the model thread
+            if self.cache.current(at.uri) is entry:
+                entry.text = shown.text + text
+
+        def done(f) -> None:
+            if not f.cancelled() and f.exception() is None and f.result() is not None and f.result().text:
+                self.stats.after_accept += 1
+
+        others = self.others(at.uri, accepted[-NEAR_CHARS:], settings)
+        self.worker.complete(accepted, at.suffix, at.path, settings, threading.Event(), on_text,
+                             others).add_done_callback(done)
 
     async def _answer(self, flight: Inflight, at: Position, settings: Settings, since: str) -> Suggestion | None:
         """Wait for the flight's first line (or its end) and shape it for a request at `at`."""
@@ -206,7 +237,7 @@ class Pipeline:
             result = flight.future.result()
             text = result.text if result is not None else ""
         else:
-            text = first_complete_line(flight.text) or ""
+            text = first_complete_line(flight.text) or flight.text.split("\n", 1)[0]
         typed = at.prefix[len(since):]
         if not text.startswith(typed):
             return None

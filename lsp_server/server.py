@@ -42,7 +42,6 @@ class SpecfillServer(LanguageServer):
         self.pipeline = Pipeline(self.worker, self.other_documents)
         self.recent: dict[str, float] = {}  # uri -> last open/edit time
         self.init_errors: list[str] = []
-        self.model_path = ""
         self.index: WorkspaceIndex | None = None
         self.chunks = ChunkRing()  # places recently edited, in any document
         self._chunked: dict[str, tuple[int | None, float]] = {}  # uri -> (region, time) of its last chunk
@@ -131,8 +130,7 @@ class SpecfillServer(LanguageServer):
             except Exception:  # a client that refuses progress still gets the model
                 token = None
         try:
-            self.model_path = await loading
-            message = f"ready: {self.model_path}"
+            message = f"ready: {await loading}"
             if self.worker.warning:
                 self.tell(self.worker.warning, types.MessageType.Warning)
         except Exception as exc:
@@ -328,7 +326,7 @@ def stats(ls: SpecfillServer, params) -> dict:
     """Counts, latency percentiles, speculation figures and the loaded build."""
     w = ls.worker
     return ls.pipeline.stats.report({
-        "model": ls.model_path, "family": w.family, "state": w.state,
+        "model": w.loaded, "family": w.family, "state": w.state,
         "error": w.error, "build": build_info(), "speculation": ls.settings.speculation.method,
         "draft_model": str(w.draft.engine.path) if w.draft else None, "time": time.time(),
         "decode_steps": w.engine.decode_steps if w.engine else 0, "threads": threading.active_count(),

@@ -42,7 +42,7 @@ CONTEXT_FILES = 2  # context files (the most useful first: see SpecfillServer.ot
 LOOKUP_FILES = 4  # context files prompt lookup may copy from
 CONTEXT_CHARS = 1000  # of each, in the prompt
 LOOKUP_CHARS = 8000  # of each, for prompt lookup
-READ_CHUNK = 64  # tokens a background read evaluates between looks at waiting requests
+READ_CHUNK = 32  # tokens a background read evaluates between looks at waiting requests (one ubatch)
 MIN_SHORT_TOKENS = 48  # a short prompt shorter than this says too little to be worth it
 CHARS_PER_TOKEN = 2.5  # of code, on the low side: a short window of N tokens' chars stays under N
 PINNED = 16  # places whose context stays pinned
@@ -84,6 +84,7 @@ class ModelWorker:
         self.lookup = PromptLookup()
         self.windows = WarmWindows()
         self.family = "prefix-only"
+        self.loaded = ""  # the model asked for (a path, or the remote engine), once it serves
         self.model_file = ""  # what was loaded (the converted weights, when converted)
         self.error: str | None = None
         self.warning: str | None = None  # a problem that still lets the target serve
@@ -92,10 +93,16 @@ class ModelWorker:
         self._wanted_key: tuple | None = None  # of the latest load asked for
         self._pieces: PieceIndex | None = None
         self._pins: OrderedDict[tuple[str, int], tuple[ContextFile, ...]] = OrderedDict()
+        self._short: OrderedDict[str, tuple[int, int]] = OrderedDict()  # path -> short window (start, tokens)
         self._ahead: list[int] | None = None  # a full prompt to read while idle
         self._ahead_stop = threading.Event()
         self._ahead_queued = False
         self.read_ahead_tokens = 0  # prompt tokens read in the background, ever
+
+    @property
+    def reading(self) -> bool:
+        """A full prompt is waiting to be read in the background."""
+        return self._ahead is not None
 
     @property
     def loading(self) -> bool:
@@ -141,6 +148,7 @@ class ModelWorker:
         if self.remote is not None:
             self.remote.close()
         self.engine, self.draft, self.remote, self._pieces, self._ahead = None, None, None, None, None
+        self.loaded = self.model_file = ""
         self.windows.clear()
         self._pins.clear()
 
@@ -183,7 +191,8 @@ class ModelWorker:
         log.info("model loaded in %.1f s: %s (%s family, %s, extra buffers %s, %d threads)",
                  time.perf_counter() - t0, path, self.family, build_info()["build"],
                  "+".join(engine.buffer_types) or "none", engine.n_threads)
-        return str(source)
+        self.loaded = str(source)
+        return self.loaded
 
     @staticmethod
     def _open(source, weights: str, n_ctx: int, threads: int | None, warnings: list) -> tuple[Engine, object]:
@@ -216,7 +225,8 @@ class ModelWorker:
         self.family = f"remote {settings.model.remote.kind}"
         self.remote = remote
         log.info("completing with %s", remote.describe())
-        return remote.describe()
+        self.loaded = remote.describe()
+        return self.loaded
 
     def drafter(self, method: str):
         if method == "off":
@@ -282,8 +292,12 @@ class ModelWorker:
         if budget and (len(full.tokens) - reusable) * self.prompt_ms() > budget:
             quick = self._short_prompt(req, budget)
             if quick is not None and len(quick.tokens) < len(full.tokens) - reusable:
-                prompt, short = quick, True
+                # One line from the short prompt, then back to reading the full one.
+                prompt, short = Prompt(quick.tokens, quick.stop + ("\n",), quick.heal, quick.seq), True
                 self._ahead = full.tokens  # read in the background, so the next keystrokes use it
+                # What the window holds beyond this prompt is another place's (saved by prepare if
+                # worth it): attention spans every used cell, so it would slow the short read 3x.
+                engine.truncate(reusable, WINDOW)
         sources = [engine.tokenize(req.suffix[:4000], parse_special=False)]  # text worth copying from
         sources += [engine.tokenize(o.text[-LOOKUP_CHARS:], parse_special=False) for o in req.others[:LOOKUP_FILES]]
         cpu0 = time.thread_time()
@@ -355,13 +369,23 @@ class ModelWorker:
         return self._tokens(req, prefix, suffix, self._context(req, prefix), WINDOW)
 
     def _short_prompt(self, req: Request, budget_ms: int) -> Prompt | None:
-        """The lines nearest the cursor, as many tokens as can be read within the budget."""
-        n = int(budget_ms / self.prompt_ms())
-        if n < MIN_SHORT_TOKENS:
-            return None
-        chars = int(n * CHARS_PER_TOKEN)
-        suffix = suffix_window(req.suffix, chars // 4) if FAMILIES[self.family].fim else req.suffix[:200]
-        return self._tokens(req, short_window(req.prefix, chars - len(suffix)), suffix, [], SHORT, budget=n)
+        """The lines nearest the cursor, as many tokens as can be read within the budget. Its
+        start and size stay put while the user types on at this place, so each keystroke reads
+        one or two tokens (a size that followed the measured rate would move the start)."""
+        start, n = self._short.get(req.path, (-1, 0))
+        fim = FAMILIES[self.family].fim
+        if not (0 <= start <= len(req.prefix) and len(req.prefix) - start <= 1.5 * n * CHARS_PER_TOKEN):
+            n = int(budget_ms / self.prompt_ms())
+            if n < MIN_SHORT_TOKENS:
+                return None
+            chars = int(n * CHARS_PER_TOKEN)
+            chars -= len(suffix_window(req.suffix, chars // 4)) if fim else 0
+            start = len(req.prefix) - len(short_window(req.prefix, chars))
+            self._short[req.path] = (start, n)
+            while len(self._short) > PINNED:
+                self._short.popitem(last=False)
+        suffix = suffix_window(req.suffix, int(n * CHARS_PER_TOKEN) // 4) if fim else ""
+        return self._tokens(req, req.prefix[start:], suffix, [], SHORT, budget=n + n // 2)
 
     # -- background reading -------------------------------------------------------------
     def _schedule_ahead(self) -> None:

@@ -220,7 +220,7 @@ class Engine(Vocab):
         size = llama_cpp.llama_state_seq_get_size(self._ctx, seq)
         buf = (ctypes.c_uint8 * size)()
         n = llama_cpp.llama_state_seq_get_data(self._ctx, buf, size, seq)
-        return SavedSeq(tuple(self.held(seq)), bytes(buf[:n]))
+        return SavedSeq(tuple(self.held(seq)), bytes(memoryview(buf)[:n]))  # buf[:n] would be a list of ints
 
     def load(self, saved: SavedSeq, seq: int = WINDOW) -> None:
         """Make `seq` hold a saved cache again (its old content is dropped)."""

@@ -12,7 +12,7 @@ from pytest_lsp import LanguageClient
 
 from bench.stress import ALPHABET, change, run_cancels, run_edits, run_replay
 
-client = client_fixture({"specfill": {"completion": {"maxTokens": 16}}})
+client = client_fixture({"specfill": {"completion": {"minConfidence": 0, "maxTokens": 16}}})
 SAMPLE = "import math\n\n\ndef area_of_circle(radius):\n    return math.pi * radius ** 2\n\n\ndef area(side):\n    "
 
 

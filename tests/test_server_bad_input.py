@@ -4,7 +4,7 @@ import pytest
 from lsp_helpers import TEXT, client_fixture, complete, end_of, insert, open_doc, wait_ready
 from pytest_lsp import LanguageClient
 
-client = client_fixture({"specfill": {"completion": {"debounceMs": 0, "maxTokens": 8}}})
+client = client_fixture({"specfill": {"completion": {"minConfidence": 0, "debounceMs": 0, "maxTokens": 8}}})
 BIG = "file:///tmp/specfill-test/big.py"
 CRLF = "file:///tmp/specfill-test/crlf.py"
 EMOJI = "file:///tmp/specfill-test/emoji.py"

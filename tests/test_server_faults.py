@@ -16,7 +16,8 @@ from speculative import resolve_model_path
 MODEL = Path(tempfile.mkdtemp(prefix="specfill-fault-")) / "model.gguf"
 shutil.copy(resolve_model_path(None), MODEL)
 
-client = client_fixture({"specfill": {"model": {"path": str(MODEL)}, "completion": {"debounceMs": 0}}})
+client = client_fixture({"specfill": {"model": {"path": str(MODEL)},
+                                      "completion": {"minConfidence": 0, "debounceMs": 0}}})
 
 
 async def still_serves(client, name: str) -> None:
@@ -49,15 +50,15 @@ shutil.copy(resolve_model_path(None), DRAFT)
 MISSING_DRAFT = "/nonexistent/specfill/draft.gguf"
 missing_draft_client = client_fixture({"specfill": {"model": {"draftPath": MISSING_DRAFT},
                                                     "speculation": {"method": "draft"},
-                                                    "completion": {"debounceMs": 0}}})
+                                                    "completion": {"minConfidence": 0, "debounceMs": 0}}})
 draft_client = client_fixture({"specfill": {"model": {"draftPath": str(DRAFT)}, "speculation": {"method": "draft"},
-                                            "completion": {"debounceMs": 0}}})
+                                            "completion": {"minConfidence": 0, "debounceMs": 0}}})
 
 # A cache dir whose cost table cannot be written: the temporary file it is written through
 # is /dev/full, so the write fails with ENOSPC from the kernel, as on a full disk.
 FULL_CACHE = Path(tempfile.mkdtemp(prefix="specfill-full-cache-"))
 (FULL_CACHE / "verify_costs.tmp").symlink_to("/dev/full")
-full_cache_client = client_fixture({"specfill": {"completion": {"debounceMs": 0}}},
+full_cache_client = client_fixture({"specfill": {"completion": {"minConfidence": 0, "debounceMs": 0}}},
                                    env={"SPECFILL_CACHE_DIR": str(FULL_CACHE)})
 
 

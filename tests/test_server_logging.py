@@ -11,8 +11,8 @@ from lsp_helpers import TEXT, client_fixture, complete, end_of, open_doc, wait_r
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-client = client_fixture({"specfill": {"logLevel": "debug", "completion": {"debounceMs": 0}}})
-quiet = client_fixture({"specfill": {"logLevel": "warning", "completion": {"debounceMs": 0}}})
+client = client_fixture({"specfill": {"logLevel": "debug", "completion": {"minConfidence": 0, "debounceMs": 0}}})
+quiet = client_fixture({"specfill": {"logLevel": "warning", "completion": {"minConfidence": 0, "debounceMs": 0}}})
 
 
 def logged(client: LanguageClient) -> str:
@@ -26,7 +26,8 @@ async def test_debug_log_has_load_settings_and_one_line_per_generation(client: L
     assert (await complete(client, *end_of(TEXT))).items
     await asyncio.sleep(0.2)
     text = logged(client)
-    assert "[Info] settings from initialize: completion.debounceMs=0, logLevel='debug'" in text
+    settings = "completion.debounceMs=0, completion.minConfidence=0.0, logLevel='debug'"
+    assert f"[Info] settings from initialize: {settings}" in text
     assert "[Info] model loaded in" in text and "SmolLM2" in text
     assert "[Log] generation: " in text and "prompt" in text and "stop " in text and "ttft" in text
 

@@ -26,9 +26,9 @@ WORDS = "words = ['alpha', 'beta', 'gamma', 'delta', "  # goes on for many token
 ONES = "x = [" + "1, " * 40  # the model keeps writing `1, ` on this line: a long generation
 
 # A generous budget: on a loaded machine the default 2 s can cut a suggestion to a token.
-client = client_fixture({"specfill": {"completion": {"debounceMs": 0, "budgetMs": 30000}}}, CAPS)
+client = client_fixture({"specfill": {"completion": {"minConfidence": 0, "debounceMs": 0, "budgetMs": 30000}}}, CAPS)
 # plain decoding: prompt lookup would finish the repetitive ONES line too fast to cancel
-long_client = client_fixture({"specfill": {"completion": {"maxTokens": 400, "budgetMs": 60000},
+long_client = client_fixture({"specfill": {"completion": {"minConfidence": 0, "maxTokens": 400, "budgetMs": 60000},
                                            "speculation": {"method": "off"}}}, CAPS)
 bad_client = client_fixture({"specfill": {"completion": {"maxTokens": "many"}, "nope": 1}})
 
@@ -50,14 +50,16 @@ async def test_changed_settings_reach_the_server_pushed_and_pulled(client: Langu
     open_doc(client, WORDS)
     long = (await complete(client, *end_of(WORDS))).items[0].insert_text
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-        settings={"specfill": {"completion": {"maxTokens": 3, "debounceMs": 0, "budgetMs": 30000}}}))
+        settings={"specfill": {"completion": {"minConfidence": 0, "maxTokens": 3, "debounceMs": 0,
+                                              "budgetMs": 30000}}}))
     await asyncio.sleep(0.3)
     client.text_document_did_close(types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(URI)))
     open_doc(client, WORDS)  # closing dropped the cached suggestion: this asks the model again
     short = (await complete(client, *end_of(WORDS))).items[0].insert_text
     assert len(short) < len(long)
     # pulled with workspace/configuration when the notification carries no settings
-    client.set_configuration({"completion": {"maxTokens": 1, "debounceMs": 0, "budgetMs": 30000}}, section="specfill")
+    client.set_configuration({"completion": {"minConfidence": 0, "maxTokens": 1, "debounceMs": 0, "budgetMs": 30000}},
+                             section="specfill")
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
     await asyncio.sleep(0.5)
     client.text_document_did_close(types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(URI)))
@@ -71,7 +73,7 @@ async def test_model_reload_shows_progress_and_answers_empty_meanwhile(client: L
     await wait_ready(client)
     open_doc(client)
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-        settings={"specfill": {"model": {"path": "gemma3-270m"}, "completion": {"debounceMs": 0}}}))
+        settings={"specfill": {"model": {"path": "gemma3-270m"}, "completion": {"minConfidence": 0, "debounceMs": 0}}}))
     await asyncio.sleep(0.05)
     assert field(await stats(client), "state") == "loading"
     assert not (await complete(client, *end_of(TEXT))).items

@@ -78,7 +78,7 @@ def inline(line, character, uri=URI) -> dict:
 def raw():
     client = RawClient()
     assert "result" in client.call("initialize", {"capabilities": {}, "initializationOptions": {
-        "specfill": {"completion": {"debounceMs": 0, "budgetMs": 30000}}}}, 1)
+        "specfill": {"completion": {"minConfidence": 0, "debounceMs": 0, "budgetMs": 30000}}}}, 1)
     client.send("initialized", {})
     deadline = time.monotonic() + 120
     while client.call("specfill/stats", {}, f"ready-{time.monotonic()}")["result"]["state"] != "ready":

@@ -80,4 +80,5 @@ def test_number_settings_take_ints_and_floats_within_bounds():
     assert s.completion.min_confidence == 1.0 and isinstance(s.completion.min_confidence, float) and not errors
     for bad in (1.5, -0.1, "0.3", True):
         s, errors = parse_settings({"completion": {"minConfidence": bad}})
-        assert s.completion.min_confidence == 0.0 and "completion.minConfidence" in errors[0]
+        assert s.completion.min_confidence == Settings().completion.min_confidence
+        assert "completion.minConfidence" in errors[0]
