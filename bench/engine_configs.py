@@ -82,10 +82,12 @@ def measure(model: str, weights: str, repack: bool, ubatch: int, threads: int) -
             runs.append((time.perf_counter() - t0) * 1000)
         verify[k] = statistics.median(runs)
     invariant, max_diff = True, 0.0
-    for at in (300, 600, 900):  # 16 rows in one batch against the same tokens one at a time
-        engine.truncate(at)
+    for at in (300, 600, 900):  # 16 rows in one batch against the same tokens one at a time, same context
+        engine.reset()
+        engine.eval(toks[:at])
         batched = engine.eval(toks[at:at + 16], want_rows=range(16))
-        engine.truncate(at)
+        engine.reset()
+        engine.eval(toks[:at])
         single = [engine.eval([t], want_rows=[0])[0] for t in toks[at:at + 16]]
         diff = max(float(np.abs(a - b).max()) for a, b in zip(batched, single, strict=True))
         invariant &= diff == 0.0

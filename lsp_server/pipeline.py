@@ -211,7 +211,10 @@ class Pipeline:
                 entry.text = shown.text + text
 
         def done(f) -> None:
-            if not f.cancelled() and f.exception() is None and f.result() is not None and f.result().text:
+            result = None if f.cancelled() or f.exception() is not None else f.result()
+            if result is not None and result.stop_reason == "cancelled":
+                self.stats.superseded += 1  # a request came first, as it should
+            elif result is not None and result.text:
                 self.stats.after_accept += 1
 
         others = self.others(at.uri, accepted[-NEAR_CHARS:], settings)

@@ -1,0 +1,178 @@
+"""Landing somewhere new: the prompt-time budget (a short prompt at once, the full one read in
+the background), read-ahead stopped by a real request within one chunk, places kept warm, the
+weights converted once, and llama.cpp's extra buffer types taken out by name."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from lsp_server.settings import Settings
+from lsp_server.worker import READ_CHUNK, ModelWorker
+from speculative.convert import converted_path, weights_path
+from speculative.engine import WINDOW, Engine
+from speculative.errors import Cancelled
+
+SOURCE = Path(argparse.__file__).read_text()
+
+
+def settings(budget_ms: int) -> Settings:
+    s = Settings()
+    s.completion.prompt_budget_ms = budget_ms
+    s.completion.min_confidence = 0.0
+    s.completion.after_accept = False
+    return s
+
+
+@pytest.fixture(scope="module")
+def worker():
+    w = ModelWorker()
+    w.load(settings(0)).result()
+    yield w
+    w.shutdown()
+
+
+def place(n: int) -> tuple[str, str]:
+    """(prefix, suffix) at the start of the n-th `def` of argparse.py: a long file above it."""
+    at = [i for i in range(len(SOURCE)) if SOURCE.startswith("\n    def ", i)][n] + 1
+    return SOURCE[:at] + "    def ", SOURCE[at + 8:]
+
+
+def wait_read(w: ModelWorker, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while w.reading:
+        assert time.monotonic() < deadline, "the background read never finished"
+        time.sleep(0.05)
+
+
+def test_a_long_prompt_is_answered_from_a_short_one_and_read_in_the_background(worker):
+    prefix, suffix = place(40)
+    s = settings(150)
+    w = worker
+    w.engine.reset()
+    first = w.complete(prefix, suffix, "argparse.py", s).result()
+    assert first.short and first.tokens
+    budget_tokens = 150 / w.prompt_ms()
+    assert first.n_prompt - first.n_reused <= 1.5 * budget_tokens  # what was read fits the budget
+    wait_read(w)
+    full = w._full_prompt(w_req(w, prefix, suffix, s)).tokens
+    assert len(full) > 3 * first.n_prompt
+    assert w.engine.held(WINDOW) == full[:-1]  # the whole full prompt, but its last token
+    again = w.complete(prefix, suffix, "argparse.py", s).result()
+    assert not again.short and again.n_reused == again.n_prompt - 1  # one token read, for its logits
+
+
+def w_req(w: ModelWorker, prefix: str, suffix: str, s: Settings):
+    from lsp_server.worker import Request
+
+    return Request(prefix, suffix, "argparse.py", s, threading.Event())
+
+
+def test_a_background_read_stops_within_one_chunk_of_a_request(engine):
+    tokens = engine.tokenize(SOURCE)[:1200]
+    engine.reset()
+    stop = threading.Event()
+    reader = threading.Thread(target=lambda: pytest.raises(Cancelled, engine.read, tokens, stop, chunk=32))
+    reader.start()
+    while len(engine.held(WINDOW)) < 64:
+        time.sleep(0.001)
+    stop.set()
+    at_stop = len(engine.held(WINDOW))
+    reader.join()
+    assert 0 <= len(engine.held(WINDOW)) - at_stop <= 32 < len(tokens) - at_stop
+    assert engine.held(WINDOW) == tokens[: len(engine.held(WINDOW))]  # what was read stays read
+
+
+def test_a_request_stops_a_read_ahead_and_the_read_goes_on_after_it(worker):
+    w = worker
+    s = settings(150)
+    a, b = place(60), place(10)
+    w.engine.reset()
+    w.read_ahead(*a, "argparse.py", s)
+    time.sleep(0.3)
+    before = w.read_ahead_tokens
+    t0 = time.perf_counter()
+    r = w.complete(b[0][-300:], "", "other.py", s).result()  # a small prompt elsewhere
+    assert r.tokens and time.perf_counter() - t0 < 5
+    wait_read(w)
+    assert w.read_ahead_tokens > before + READ_CHUNK
+    full = w._full_prompt(w_req(w, *a, s)).tokens
+    assert w.engine.held(WINDOW) == full[:-1]
+
+
+def test_moving_between_two_documents_reuses_their_kv(worker):
+    w = worker
+    s = settings(0)  # always the full prompt: what is counted is the reading
+    a, b = place(30), place(70)
+    w.engine.reset()
+    w.windows.clear()
+    ra = w.complete(*a, "argparse.py", s).result()
+    rb = w.complete(*b, "argparse.py", s).result()
+    assert ra.n_prompt - ra.n_reused > 500 and rb.n_prompt - rb.n_reused > 100
+    steps = w.engine.decode_steps
+    back = w.complete(*a, "argparse.py", s).result()
+    assert back.n_reused == back.n_prompt - 1, "A's cache came back from memory, not read again"
+    assert w.windows.loads >= 1
+    assert w.engine.decode_steps - steps == back.decode_steps + 1  # one prompt token, then the decoding
+    forth = w.complete(*b, "argparse.py", s).result()
+    assert forth.n_reused == forth.n_prompt - 1
+
+
+def test_the_converted_model_is_made_once_and_a_damaged_one_is_rebuilt(model_path, caplog):
+    target = converted_path(model_path)
+    first = weights_path(model_path)
+    assert first == target and target.exists()
+    made = target.stat().st_mtime_ns
+    assert weights_path(model_path) == target and target.stat().st_mtime_ns == made  # reused, not made again
+    target.write_bytes(b"GGUF garbage")  # a header that fails the check
+    with caplog.at_level(logging.WARNING, logger="specfill"):
+        assert weights_path(model_path) == target
+    assert "is damaged" in caplog.text and target.stat().st_size > 1_000_000
+    # a body cut in half: the header passes, llama.cpp refuses it, the worker converts it again
+    with target.open("r+b") as f:
+        f.truncate(target.stat().st_size // 2)
+    w = ModelWorker()
+    try:
+        w.load(settings(0)).result()
+        assert "was unreadable" in (w.warning or "") and "converted it again" in w.warning
+        assert w.complete("def add(a, b):\n    return", "", "x.py", settings(0)).result().tokens
+    finally:
+        w.shutdown()
+
+
+def test_shipped_weights_are_used_as_they_are(model_path):
+    assert weights_path(model_path, "shipped") == model_path
+
+
+def llama_log(code: str) -> str:
+    env = {**os.environ, "SPECFILL_LLAMA_LOG": "1"}
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
+                         check=True)
+    return run.stderr
+
+
+def test_one_extra_buffer_type_is_taken_out_by_name_and_the_others_kept(model_path):
+    """AMX crashed one machine; this one has none, so the same mechanism is shown on CPU_REPACK."""
+    q4_0 = weights_path(model_path)
+    load = f"from speculative.engine import Engine; e = Engine({str(q4_0)!r}, n_ctx=512); print(e.buffer_types)"
+    kept = llama_log(load)
+    assert "CPU_REPACK" in kept  # the Q4_0 weights repacked
+    dropped = llama_log("from speculative.cpu_buffers import extra_buffer_types; "
+                        "assert extra_buffer_types(('CPU_REPACK',)) == (); " + load)
+    assert "CPU_REPACK" not in dropped and "CPU model buffer" in dropped
+
+
+def test_engine_without_repack(model_path):
+    e = Engine(weights_path(model_path), n_ctx=512, repack=False)
+    try:
+        assert e.buffer_types == () and e.generate(e.tokenize("def f(x):\n    return"), max_tokens=4).tokens
+    finally:
+        e.close()
