@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -175,7 +176,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--host", default="127.0.0.1", help="TCP address (default 127.0.0.1: this machine only)")
     p.add_argument("--allow-remote-clients", action="store_true",
                    help="let --host be an address other machines reach (no authentication: be sure)")
-    p.add_argument("--log-file", help="also append the server's log (at the logLevel setting) to this file")
+    p.add_argument("--log-file", default=os.environ.get("SPECFILL_LOG_FILE") or None,
+                   help="also append the server's log (at the logLevel setting) to this file "
+                        "(default: $SPECFILL_LOG_FILE, for servers an editor starts)")
     p.set_defaults(func=cmd_serve)
     p = sub.add_parser("complete", help="print one completion and its timings")
     p.add_argument("file")

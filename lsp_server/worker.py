@@ -259,6 +259,7 @@ class ModelWorker:
         def plan() -> None:
             if self.engine is None or self._ahead_stop.is_set():
                 return
+            log.debug("didFocus: reading ahead at %s (offset %d)", path, len(prefix))
             req = Request(prefix, suffix, path, settings, threading.Event(), None, others)
             full = self._full_prompt(req)
             if full is not None:
@@ -402,14 +403,16 @@ class ModelWorker:
         if engine is None or tokens is None or self._ahead_stop.is_set():
             return
         self.windows.prepare(engine, tokens)
+        before = len(engine.held(WINDOW))
         try:
-            before = len(engine.held(WINDOW))
             engine.read(tokens, self._ahead_stop, WINDOW, chunk=READ_CHUNK)
             self._ahead = None
         except Cancelled:
             pass
         finally:
-            self.read_ahead_tokens += max(0, len(engine.held(WINDOW)) - before)
+            read = max(0, len(engine.held(WINDOW)) - before)
+            self.read_ahead_tokens += read
+            log.debug("read ahead: %d prompt tokens, %s", read, "paused for a request" if self._ahead else "done")
 
     # -- remote -----------------------------------------------------------------------
     def _complete_remote(self, remote: RemoteEngine, req: Request) -> GenerationResult:

@@ -7,6 +7,7 @@ import time
 import pytest
 
 from tests.editor_sample import SOURCE
+from tests.nvim_helpers import STATE as STATS_EXPR
 from tests.nvim_helpers import ghost, server_stats, start_nvim, wait_for, wait_ready
 
 pytestmark = pytest.mark.editors
@@ -131,3 +132,40 @@ def test_accept_line_takes_the_first_line_and_dismiss_hides_the_rest(nvim):
         wait_for(nvim, "require('specfill').ghost.current() == nil")
         assert not nvim.exec_lua("return vim.api.nvim_buf_get_extmarks(0, require('specfill').ghost.namespace,"
                                  " 0, -1, {})")
+
+
+POINTS = "points = [\n    (0, 0),\n    (1, 1),\n    (2, 2),\n"
+
+
+def test_after_tab_the_next_line_shows_at_once(tmp_path):
+    """The line after an accepted suggestion was generated while it was shown: Tab, and the
+    next one appears from the cache, with no model work in between."""
+    path = tmp_path / "points.py"
+    path.write_text(POINTS)
+    nvim = start_nvim()
+    try:
+        nvim.command(f"edit {path}")
+        nvim.command("setlocal noautoindent nosmartindent indentexpr=")
+        wait_ready(nvim)
+        nvim.input("Go    (3, ")
+        first = ghost(nvim)
+        assert first.startswith("3)")
+        wait_for(nvim, f"({STATS_EXPR}).after_accept >= 1", 30)
+        steps = server_stats(nvim)["decode_steps"]
+        nvim.input("<Tab>")
+        t0 = time.monotonic()
+        following = wait_for(nvim, "require('specfill').ghost.current() ~= nil and require('specfill').ghost.current()",
+                             10)
+        assert time.monotonic() - t0 < 2 and "(4, 4)" in following
+        assert server_stats(nvim)["decode_steps"] == steps, "served from the cache"
+    finally:
+        nvim.close()
+
+
+def test_landing_in_a_buffer_tells_the_server_and_the_log_shows(nvim):
+    """BufEnter sends specfill/didFocus: the server reads the place's prompt with no request."""
+    stats = wait_for(nvim, f"({STATS_EXPR}).read_ahead_tokens > 0 and {STATS_EXPR}", 30)
+    assert stats["requests"] == 0
+    nvim.command("SpecfillLog")
+    log = "\n".join(nvim.current.buffer[:])
+    assert "[INFO] model loaded in" in log and "settings from initialize" in log

@@ -17,8 +17,10 @@ pytestmark = pytest.mark.editors
 @pytest.fixture
 def vscode(tmp_path):
     # The LSP trace lands in the test's folder (data/logs/.../N-specfill.log) for a failure.
-    server = CodeServer(tmp_path / "vscode", {"specfill.completion.budgetMs": 30000,
-                                              "specfill.trace.server": "verbose"})
+    # The server's own log (SPECFILL_LOG_FILE, at logLevel debug) shows what the editor told it.
+    server = CodeServer(tmp_path / "vscode", {"specfill.completion.budgetMs": 30000, "specfill.logLevel": "debug",
+                                              "specfill.trace.server": "verbose"},
+                        env={"SPECFILL_LOG_FILE": str(tmp_path / "server.log")})
     yield server
     server.stop()
 
@@ -47,3 +49,6 @@ def test_ghost_text_appears_and_tab_accepts_it(vscode, tmp_path):
     # which is above 0 only if Tab's acceptance reached the server (the item's command).
     (status,) = [s for s in result["status"] if "specfill" in s]
     assert " ms" in status and status.endswith("%") and not status.endswith(" 0%")
+    # Landing in the file and moving the cursor sent specfill/didFocus: the server read ahead there.
+    log = (tmp_path / "server.log").read_text()
+    assert "didFocus: reading ahead at" in log and f"{path}" in log and "read ahead: " in log

@@ -49,7 +49,7 @@ def free_port() -> int:
 class CodeServer:
     """One code-server with its own HOME, user data and extensions folders under `root`."""
 
-    def __init__(self, root: Path, settings: dict) -> None:
+    def __init__(self, root: Path, settings: dict, env: dict | None = None) -> None:
         require_tools()
         self.root = root
         self.home, self.data, self.ext = root / "home", root / "data", root / "extensions"
@@ -58,7 +58,7 @@ class CodeServer:
         server_path = str(Path(sys.executable).parent / "specfill")  # this checkout's server
         (self.data / "User" / "settings.json").write_text(json.dumps(
             {**USER_SETTINGS, "specfill.server.path": server_path, **settings}, indent=1))
-        self.env = {**os.environ, "HOME": str(self.home)}
+        self.env = {**os.environ, "HOME": str(self.home), **(env or {})}
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
 

@@ -5,3 +5,5 @@ vim.api.nvim_create_user_command('SpecfillToggle', function() require('specfill'
   { desc = 'specfill: turn suggestions off or on' })
 vim.api.nvim_create_user_command('SpecfillRestart', function() require('specfill').restart() end,
   { desc = 'specfill: restart the language server' })
+vim.api.nvim_create_user_command('SpecfillLog', function() require('specfill').show_log() end,
+  { desc = 'specfill: show the server log (logLevel setting)' })

@@ -10,6 +10,22 @@ let client: LanguageClient | undefined;
 let status: vscode.StatusBarItem;
 let poll: NodeJS.Timeout | undefined;
 let lastState = '';
+let focusTimer: NodeJS.Timeout | undefined;
+const FOCUS_DEBOUNCE_MS = 150;
+
+/** Where the cursor landed or rests: the server reads that place's prompt while idle. */
+function sendFocus(editor: vscode.TextEditor | undefined): void {
+  if (focusTimer) clearTimeout(focusTimer);
+  if (!editor || !['file', 'untitled'].includes(editor.document.uri.scheme)) return;
+  focusTimer = setTimeout(() => {
+    if (!client || client.state !== State.Running) return;
+    const position = editor.selection.active;
+    client.sendNotification('specfill/didFocus', {
+      textDocument: { uri: editor.document.uri.toString() },
+      position: { line: position.line, character: position.character },
+    });
+  }, FOCUS_DEBOUNCE_MS);
+}
 
 /** Every `specfill.*` setting of the manifest, nested as the server reads it. */
 function settings(context: vscode.ExtensionContext): Record<string, unknown> {
@@ -110,6 +126,7 @@ async function startClient(context: vscode.ExtensionContext): Promise<void> {
   showStatus('$(loading~spin) specfill: starting', exe);
   await client.start();
   refreshStatus();
+  sendFocus(vscode.window.activeTextEditor); // landed: the file open at start
 }
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
@@ -148,6 +165,13 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
           vscode.ConfigurationTarget.Global);
       }
     }),
+    vscode.commands.registerCommand('specfill.showLog', () => {
+      // The server's log: window/logMessage at the specfill.logLevel setting.
+      if (client) client.outputChannel.show(true);
+      else vscode.window.showWarningMessage('specfill: the server is not running');
+    }),
+    vscode.window.onDidChangeActiveTextEditor((editor) => sendFocus(editor)),
+    vscode.window.onDidChangeTextEditorSelection((e) => sendFocus(e.textEditor)),
     vscode.workspace.onDidChangeConfiguration(async (e) => {
       if (e.affectsConfiguration('specfill.server.path')) {
         await vscode.commands.executeCommand('specfill.restartServer');

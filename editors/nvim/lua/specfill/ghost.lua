@@ -268,6 +268,7 @@ function M.attach(client, bufnr)
     return
   end
   buffers[bufnr] = { client = client, timer = vim.uv.new_timer() }
+  vim.schedule(function() M.focus(bufnr) end) -- attached to the buffer the cursor is in: landed
   local group = vim.api.nvim_create_augroup('specfill.buf' .. bufnr, { clear = true })
   vim.api.nvim_create_autocmd('TextChangedI', {
     group = group, buffer = bufnr, desc = 'specfill: keep or drop the ghost text, ask again',
@@ -303,10 +304,25 @@ function M.attach(client, bufnr)
       M.clear(bufnr)
     end,
   })
+  -- Where the cursor lands or rests: the server reads that place's prompt while idle, so the
+  -- first suggestion there comes from the full prompt (specfill/didFocus).
+  vim.api.nvim_create_autocmd({ 'BufEnter', 'CursorHold', 'CursorHoldI' }, {
+    group = group, buffer = bufnr, desc = 'specfill: tell the server where the cursor rests',
+    callback = function() M.focus(bufnr) end,
+  })
   vim.api.nvim_create_autocmd('BufWipeout', {
     group = group, buffer = bufnr, desc = 'specfill: forget the buffer',
     callback = function() M.detach(bufnr) end,
   })
+end
+
+function M.focus(bufnr)
+  local s = state(bufnr)
+  if not (s and M.enabled) or vim.api.nvim_get_current_buf() ~= bufnr then
+    return
+  end
+  local params = vim.lsp.util.make_position_params(0, s.client.offset_encoding)
+  s.client:notify('specfill/didFocus', { textDocument = params.textDocument, position = params.position })
 end
 
 function M.detach(bufnr)

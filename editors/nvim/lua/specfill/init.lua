@@ -34,6 +34,9 @@ M.defaults = {
 }
 
 M.config = vim.deepcopy(M.defaults)
+M.log = {} -- the server's window/logMessage lines, newest last (:SpecfillLog)
+local LOG_LINES = 2000
+local LEVEL = { 'ERROR', 'WARN', 'INFO', 'LOG' }
 M.settings = {} -- server settings as sent: nested, camelCase, only what the user set
 
 local function is_group(key)
@@ -157,6 +160,15 @@ function M.setup(opts)
     end,
     init_options = M.settings,
     settings = { specfill = M.settings },
+    handlers = {
+      ['window/logMessage'] = function(err, result, ctx)
+        table.insert(M.log, ('%s [%s] %s'):format(os.date('%H:%M:%S'), LEVEL[result.type] or '?', result.message))
+        if #M.log > LOG_LINES then
+          table.remove(M.log, 1)
+        end
+        return vim.lsp.handlers['window/logMessage'](err, result, ctx)
+      end,
+    },
     on_attach = function(client, bufnr)
       if M.config.builtin then
         vim.lsp.inline_completion.enable(true, { bufnr = bufnr })
@@ -222,6 +234,20 @@ function M.stats(callback)
     }
     vim.notify(table.concat(lines, '\n'))
   end)
+end
+
+--- The server's log (window/logMessage, at its logLevel setting) in a scratch buffer.
+function M.show_log()
+  vim.cmd('new')
+  local buf = vim.api.nvim_get_current_buf()
+  vim.bo[buf].buftype, vim.bo[buf].bufhidden, vim.bo[buf].swapfile = 'nofile', 'wipe', false
+  vim.api.nvim_buf_set_name(buf, 'specfill://log')
+  local lines = {}
+  for _, entry in ipairs(M.log) do
+    vim.list_extend(lines, vim.split(entry, '\n', { plain = true }))
+  end
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, #lines > 0 and lines or { '(nothing logged yet)' })
+  vim.bo[buf].modifiable = false
 end
 
 function M.restart()
