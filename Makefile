@@ -40,7 +40,15 @@ editors: $(CODE_SERVER) $(VSIX)
 $(CODE_SERVER): editors/vscode/scripts/install-code-server.sh
 	bash editors/vscode/scripts/install-code-server.sh .tools/code-server
 
-$(VSIX): editors/vscode/package.json editors/vscode/package-lock.json editors/vscode/src/extension.ts
+# The extension carries the server: specfill's wheel and the installer it runs on first start.
+VSIX_SERVER := editors/vscode/server
+PY_SOURCES := $(wildcard lsp_server/*.py speculative/*.py prompts/*.py bench/*.py)
+
+$(VSIX): editors/vscode/package.json editors/vscode/package-lock.json $(wildcard editors/vscode/src/*.ts) \
+		editors/install/specfill_install.py pyproject.toml $(PY_SOURCES) | $(STAMP)
+	rm -rf $(VSIX_SERVER) && mkdir -p $(VSIX_SERVER)
+	$(PY) -m pip wheel -q --no-deps -w $(VSIX_SERVER) .
+	cp editors/install/specfill_install.py $(VSIX_SERVER)/
 	cd editors/vscode && npm ci --no-audit --no-fund && npm run package
 
 # llama.cpp's own llama-server, for the remote-engine tests: built from the llama.cpp that

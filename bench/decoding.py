@@ -17,11 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.bound import bounds, spots
+from bench.machine import cpu_flags
 from bench.memory import peak_rss_mb, reset_peak
 from bench.workload import load_workload
 from lsp_server.stats import pct
 from prompts import PromptError, build_prompt, family_for, prompt_tokens
 from speculative.build_info import build_info
+from speculative.convert import weights_path
 from speculative.cost_model import load_cost_model
 from speculative.drafters import Auto, DraftModel, PromptLookup
 from speculative.engine import Engine
@@ -73,21 +75,21 @@ def first_difference(a: list[int], b: list[int]) -> int:
 
 
 def run(workload: str, model: str | None, draft_model: str | None, modes: list[str], max_tokens: int,
-        prompt_budget: int, n_ctx: int, threads: int, max_draft: int = 16) -> dict:
+        prompt_budget: int, n_ctx: int, threads: int, max_draft: int = 16, weights: str = "auto") -> dict:
     cases = load_workload(workload)
     unknown = [m for m in modes if m not in MODES]
     if unknown:
         raise ValueError(f"unknown mode(s) {', '.join(unknown)}; choose from {', '.join(MODES)}")
     if "plain" not in modes:
         modes = ["plain", *modes]  # the baseline of speedup and identical
-    path = resolve_model_path(model)
+    path = weights_path(resolve_model_path(model), weights)  # what the server loads
     engine = Engine(path, n_ctx=n_ctx, n_threads=threads)
     build = build_info()
     costs = load_cost_model(engine, threads, build["build"])
     family = family_for(engine)
     drafter_model = None
     if "draft" in modes or (draft_model and "auto" in modes):
-        dpath = resolve_model_path(draft_model) if draft_model else path
+        dpath = weights_path(resolve_model_path(draft_model), weights) if draft_model else path
         dengine = Engine(dpath, n_ctx=n_ctx, n_threads=threads)
         drafter_model = DraftModel(dengine, engine, load_cost_model(dengine, threads, build["build"]))
     drafters = {"plain": None, "lookup": PromptLookup(), "draft": drafter_model,
@@ -187,6 +189,7 @@ def run(workload: str, model: str | None, draft_model: str | None, modes: list[s
         "workload": workload, "n_cases": len(prompts), "skipped": skipped, "family": family, "build": build,
         "threads": threads, "max_tokens": max_tokens, "prompt_tokens": prompt_budget, "max_draft": max_draft,
         "verify_ms": {str(k): round(v, 2) for k, v in costs.verify_ms.items()},
+        "extra_buffers": list(engine.buffer_types), "cpu_flags": cpu_flags(),
         "model_file_mb": path.stat().st_size / 2**20,
         "modes": report_modes,
         # Modelled speedups of prompt lookup with draft lengths chosen in hindsight.
@@ -200,7 +203,8 @@ def run(workload: str, model: str | None, draft_model: str | None, modes: list[s
 
 def print_table(report: dict) -> None:
     b = report["build"]
-    print(f"model {report['model']} ({report['family']}), {report['n_cases']} cases from {report['workload']}, "
+    print(f"model {report['model']} ({report['family']}, extra buffers {'+'.join(report['extra_buffers']) or 'none'}), "
+          f"{report['n_cases']} cases from {report['workload']}, "
           f"build {b['build']} (batch-invariant: {b['batch_invariant']}), {report['threads']} threads")
     head = (f"{'mode':<8}{'speedup':>8}{'tok/s':>8}{'acc/step':>9}{'acc rate':>9}{'ident.':>7}{'unexpl.':>8}"
             f"{'ttft p50':>9}{'p95':>6}{'lat p50':>8}{'p95':>6}{'p99':>6}{'rss MB':>8}")
@@ -216,11 +220,12 @@ def print_table(report: dict) -> None:
 
 
 def main(workload: str, model: str | None, draft_model: str | None, modes: str, max_tokens: int,
-         prompt_budget: int, n_ctx: int, threads: int, json_out: str | None, max_draft: int = 16) -> int:
+         prompt_budget: int, n_ctx: int, threads: int, json_out: str | None, max_draft: int = 16,
+         weights: str = "auto") -> int:
     t0 = time.perf_counter()
     threads = threads or os.cpu_count() or 1
     report = run(workload, model, draft_model, [m.strip() for m in modes.split(",") if m.strip()],
-                 max_tokens, prompt_budget, n_ctx, threads, max_draft)
+                 max_tokens, prompt_budget, n_ctx, threads, max_draft, weights)
     report["wall_s"] = time.perf_counter() - t0
     print_table(report)
     if json_out:

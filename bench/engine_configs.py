@@ -144,7 +144,7 @@ def choose(rows: list[dict]) -> tuple[dict, str]:
 
 
 def main(model: str, threads: int, stock_wheels: str, json_out: str | None, every: bool) -> int:
-    from bench.lsp import cpu_flags
+    from bench.machine import cpu_flags
 
     threads = threads or os.cpu_count() or 1
     configs = [dict(c, build="llamafile-off") for c in DEFAULT_CONFIGS]

@@ -27,6 +27,8 @@ from pathlib import Path
 from lsprotocol import types
 
 from bench.lsp_client import server_stats, start_server, stop_server
+from bench.machine import cpu_flags
+from bench.memory import peak_rss_mb
 from bench.workload import load_workload
 from lsp_server.positions import utf16_position
 from lsp_server.stats import pct
@@ -156,6 +158,7 @@ async def _run(cases: list[dict], key_ms: float, settings: dict, warm: bool, foc
         await _case(client, n, case, key_ms, tally, warm, focus, accept)
         sys.stderr.write(f"\r{n + 1}/{len(cases)} cases")
     stats = await server_stats(client)
+    peak_rss = peak_rss_mb(client._server.pid)
     await stop_server(client)
     sys.stderr.write("\n")
     k = tally.keystrokes or 1
@@ -175,6 +178,7 @@ async def _run(cases: list[dict], key_ms: float, settings: dict, warm: bool, foc
         "precision": tally.useful / tally.shown if tally.shown else 0.0,
         "saved": tally.saved_chars / tally.chars if tally.chars else 0.0, "accepts": tally.accepts,
         "errors": tally.errors + stats["errors"],
+        "server_peak_rss_mb": peak_rss,
         "connections_per_100_keystrokes": 100 * remote.get("connections", 0) / k if remote else None,
         "server": {key: stats.get(key) for key in ("requests", "cache_hits", "superseded", "short", "healed", "hidden",
                                                    "cut", "acceptance_rate", "model", "model_file", "extra_buffers",
@@ -190,15 +194,6 @@ def _print(name: str, r: dict) -> None:
           f"{r['shown']:>7.2f}{r['useful']:>7.2f}{r['precision']:>7.2f}{r['saved']:>7.2f}{r['errors']:>5d}")
 
 
-def cpu_flags() -> str:
-    """The SIMD flags of this machine's CPU (the kernels depend on them)."""
-    try:
-        flags = next(ln for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("flags")).split()
-    except (OSError, StopIteration):
-        return "unknown"
-    return " ".join(f for f in flags if f.startswith(("avx", "amx", "fma", "f16c")) or f in ("sse4_2",))
-
-
 def main(workload: str, key_ms: float, json_out: str | None, settings: dict | None = None,
          variants: list[tuple[str, dict]] = (), warm: bool = False, focus: bool = False, accept: bool = False) -> int:
     cases = load_workload(workload)
@@ -212,7 +207,8 @@ def main(workload: str, key_ms: float, json_out: str | None, settings: dict | No
     first = next(iter(reports.values()))
     print(f"model {first['server']['model_file'] or first['server']['model']}, build {first['server']['build']}, "
           f"extra buffers {'+'.join(first['server']['extra_buffers'] or []) or 'none'}, "
-          f"prompt {first['server']['prompt_tok_s']:.0f} tok/s")
+          f"prompt {first['server']['prompt_tok_s']:.0f} tok/s, server peak RSS "
+          + ", ".join(f"{r['server_peak_rss_mb']:.0f}" for r in reports.values()) + " MiB")
     print(f"{'':<14}{'first suggestion ms':>25}{'warm ms':>14}{'all requests ms':>21}")
     print(f"{'variant':<14}{'p50':>7}{'p95':>7}{'max':>7}{'none':>4}{'p50':>7}{'p95':>7}{'p50':>7}{'p95':>7}"
           f"{'p99':>7}{'shown':>7}{'useful':>7}{'prec.':>7}{'saved':>7}{'err':>5}")

@@ -9,12 +9,13 @@ from pathlib import Path
 
 from lsp_server.stats import pct
 from speculative.build_info import build_info
+from speculative.convert import weights_path
 from speculative.engine import Engine
 from speculative.model_file import resolve_model_path
 
 
 def run(model: str | None, source: Path, n_tokens: int, repeat: int) -> dict:
-    engine = Engine(resolve_model_path(model), n_ctx=4096)
+    engine = Engine(weights_path(resolve_model_path(model)), n_ctx=4096)  # the weights the server loads
     ids = engine.tokenize(source.read_text())
     if len(ids) < n_tokens:
         raise SystemExit(f"{source} has only {len(ids)} tokens; need {n_tokens}")

@@ -60,6 +60,8 @@ def cmd_complete(args: argparse.Namespace) -> int:
     settings = Settings()
     settings.model.path = args.model or ""
     settings.completion.max_tokens = args.max_tokens
+    if args.prompt_budget_ms is not None:
+        settings.completion.prompt_budget_ms = args.prompt_budget_ms
     worker = ModelWorker()
     try:
         worker.load(settings).result()
@@ -71,7 +73,9 @@ def cmd_complete(args: argparse.Namespace) -> int:
     worker.shutdown()
     print(for_cursor(result.text, prefix, suffix, args.file).text)
     print(f"-- ttft {result.ttft_ms:.0f} ms, {len(result.tokens)} tokens, {result.tok_s:.1f} tok/s, "
-          f"prompt {result.n_prompt} tokens, stop: {result.stop_reason}", file=sys.stderr)
+          f"prompt {result.n_prompt} tokens" + (" (the short one: the full prompt could not be read within "
+                                                 f"{settings.completion.prompt_budget_ms} ms)" if result.short else "")
+          + (f", healed {result.healed!r}" if result.healed else "") + f", stop: {result.stop_reason}", file=sys.stderr)
     return 0
 
 
@@ -99,7 +103,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     try:
         return bench(args.workload, args.model, args.draft_model, args.modes, args.max_tokens,
-                     args.prompt_tokens, args.n_ctx, args.threads, args.json, args.max_draft)
+                     args.prompt_tokens, args.n_ctx, args.threads, args.json, args.max_draft, args.weights)
     except (ModelError, ValueError, OSError) as exc:
         print(f"specfill: {exc}", file=sys.stderr)
         return 2
@@ -135,19 +139,30 @@ def cmd_stress(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    """What an editor's health check needs: the model file is there and the build loads."""
+    """What an install and an editor's health check need: the version, the llama.cpp build, the
+    model file and the weights loaded for it (converted here, once, when the setting asks)."""
+    from lsp_server import __version__
     from speculative.build_info import build_info
-    from speculative.model_file import ModelError, check_gguf, resolve_model_path
+    from speculative.convert import weights_path
+    from speculative.cpu_buffers import extra_buffer_types
+    from speculative.model_file import ModelError, resolve_model_path
 
     try:
         path = resolve_model_path(args.model or "")
-        check_gguf(path)
+        weights = weights_path(path, args.weights)
     except ModelError as exc:
         print(f"specfill: {exc}", file=sys.stderr)
         return 2
-    info = build_info()
-    print(f"model {path} ({path.stat().st_size / 1e6:.0f} MB)")
-    print("llama-cpp-python " + ", ".join(f"{k} {v}" for k, v in info.items()))
+    info = {"version": __version__, "python": sys.version.split()[0], "model": str(path),
+            "model_mb": round(path.stat().st_size / 1e6), "weights": str(weights), **build_info(),
+            "extra_buffers": list(extra_buffer_types())}
+    if args.json:
+        print(json.dumps(info))
+        return 0
+    print(f"specfill {__version__} (Python {info['python']})")
+    print(f"model {path} ({info['model_mb']} MB)" + (f", loaded as {weights}" if weights != path else ""))
+    print("llama-cpp-python " + ", ".join(f"{k} {v}" for k, v in build_info().items())
+          + f", extra buffers {'+'.join(info['extra_buffers']) or 'none'}")
     return 0
 
 
@@ -169,7 +184,10 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from lsp_server import __version__
+
     parser = argparse.ArgumentParser(prog="specfill", description="Inline code completion from local GGUF models.")
+    parser.add_argument("--version", action="version", version=f"specfill {__version__}")
     sub = parser.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("serve", help="run the language server on stdio (or TCP with --port)")
     p.add_argument("--port", type=int, help="listen on TCP instead of stdio")
@@ -186,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--col", type=int, required=True, help="0-based column")
     p.add_argument("--model", help="GGUF file (default: the embedded SmolLM2-135M)")
     p.add_argument("--max-tokens", type=int, default=48)
+    p.add_argument("--prompt-budget-ms", type=int, help="completion.promptBudgetMs (0: read the whole prompt first)")
     p.set_defaults(func=cmd_complete)
     p = sub.add_parser("demo", help="start the real server and replay typing into a sample file")
     p.add_argument("--model")
@@ -214,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-tokens", type=int, default=48)
     p.add_argument("--prompt-tokens", type=int, default=1024, help="prompt budget in tokens")
     p.add_argument("--max-draft", type=int, default=16, help="most drafted tokens a step (speculation.maxDraft)")
+    p.add_argument("--weights", default="auto", choices=["auto", "q4_0", "shipped"], help="as model.weights")
     p.add_argument("--n-ctx", type=int, default=4096)
     p.add_argument("--threads", type=int, default=0, help="0 = all cores")
     p.add_argument("--json")
@@ -248,8 +268,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json")
     p.set_defaults(func=cmd_stress)
-    p = sub.add_parser("check", help="check the model file and the llama.cpp build (editor health checks)")
+    p = sub.add_parser("check", help="the version, the llama.cpp build and the model (installs, health checks)")
     p.add_argument("--model", help="GGUF path or packaged name (default: the embedded SmolLM2-135M)")
+    p.add_argument("--weights", default="auto", choices=["auto", "q4_0", "shipped"], help="as model.weights")
+    p.add_argument("--json", action="store_true", help="one JSON object")
     p.set_defaults(func=cmd_check)
     p = sub.add_parser("schema", help="print the settings schema as JSON; --write regenerates the editors' copies")
     p.add_argument("--write", action="store_true", help="regenerate the copies in a source checkout (--root)")

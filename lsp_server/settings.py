@@ -86,8 +86,11 @@ class ContextSettings:
 
 @dataclass(kw_only=True)
 class ServerSettings:
-    path: str = _opt("", "the specfill executable the editors start; empty = `specfill` on PATH "
-                         "(read by the editors, not the server)")
+    path: str = _opt("", "the specfill executable the editors start; empty = the server the editor installed, "
+                         "else `specfill` on PATH (read by the editors, not the server)")
+    auto_install: bool = _opt(False, "install the server without asking when none is found (read by the editors)")
+    python: str = _opt("", "the Python (3.11 or newer) the editors install the server with; empty = the first "
+                           "python3.13, python3.12, python3.11, python3 or python on PATH (read by the editors)")
 
 
 @dataclass(kw_only=True)

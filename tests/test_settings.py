@@ -40,7 +40,7 @@ def test_schema_lists_every_setting_with_type_default_and_description():
     assert sch["specfill.context.openFiles"]["type"] == "boolean"
     assert sch["specfill.model.remote.kind"]["enum"] == ["llama-server", "openai"]
     assert sch["specfill.completion.minConfidence"]["type"] == "number"
-    assert len(sch) == 28 and all(v["description"] for v in sch.values())
+    assert len(sch) == 30 and all(v["description"] for v in sch.values())
 
 
 def test_readme_documents_every_setting_with_its_default():

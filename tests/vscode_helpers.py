@@ -49,15 +49,15 @@ def free_port() -> int:
 class CodeServer:
     """One code-server with its own HOME, user data and extensions folders under `root`."""
 
-    def __init__(self, root: Path, settings: dict, env: dict | None = None) -> None:
+    def __init__(self, root: Path, settings: dict, env: dict | None = None, server_path: bool = True) -> None:
         require_tools()
         self.root = root
         self.home, self.data, self.ext = root / "home", root / "data", root / "extensions"
         for d in (self.home, self.data / "User", self.ext):
             d.mkdir(parents=True, exist_ok=True)
-        server_path = str(Path(sys.executable).parent / "specfill")  # this checkout's server
-        (self.data / "User" / "settings.json").write_text(json.dumps(
-            {**USER_SETTINGS, "specfill.server.path": server_path, **settings}, indent=1))
+        server = {"specfill.server.path": str(Path(sys.executable).parent / "specfill")} if server_path else {}
+        (self.data / "User" / "settings.json").write_text(json.dumps(  # server_path: this checkout's server
+            {**USER_SETTINGS, **server, **settings}, indent=1))
         self.env = {**os.environ, "HOME": str(self.home), **(env or {})}
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
@@ -85,9 +85,12 @@ class CodeServer:
                     raise RuntimeError(f"code-server did not start: {log}") from exc
                 time.sleep(0.3)
 
-    def drive(self, folder: Path, file_name: str, typed: str, screenshot: Path, timeout_ms: int = 150000) -> dict:
+    def drive(self, folder: Path, file_name: str, typed: str, screenshot: Path, timeout_ms: int = 150000,
+              accept_install: bool = False) -> dict:
         url = f"http://127.0.0.1:{self.port}/?folder={folder}"
         env = {**self.env, "NODE_PATH": str(TOOLS / "node_modules")}
+        if accept_install:
+            env["ACCEPT_INSTALL"] = "1"
         run = subprocess.run(["node", str(DRIVER), url, file_name, typed, str(screenshot), str(timeout_ms)],
                              check=False, env=env, capture_output=True, text=True, timeout=timeout_ms / 1000 + 120)
         try:

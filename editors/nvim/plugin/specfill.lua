@@ -7,3 +7,12 @@ vim.api.nvim_create_user_command('SpecfillRestart', function() require('specfill
   { desc = 'specfill: restart the language server' })
 vim.api.nvim_create_user_command('SpecfillLog', function() require('specfill').show_log() end,
   { desc = 'specfill: show the server log (logLevel setting)' })
+vim.api.nvim_create_user_command('SpecfillInstall', function(args)
+  if args.bang then
+    if not require('specfill.install').cancel() then
+      vim.notify('specfill: no install is running')
+    end
+    return
+  end
+  require('specfill').install()
+end, { bang = true, desc = 'specfill: install or repair the server (! cancels a running install)' })

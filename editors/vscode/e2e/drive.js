@@ -18,6 +18,13 @@ async function main() {
   try {
     await page.goto(url);
     await page.waitForSelector('.monaco-workbench', { timeout: 60000 });
+    if (process.env.ACCEPT_INSTALL) {
+      // A fresh VS Code without a server: the extension offers to install it; accept.
+      const toast = page.locator('.notification-toast', { hasText: 'Install it now?' });
+      await toast.first().waitFor({ timeout: 60000 });
+      await toast.first().locator('.monaco-button', { hasText: /^Install$/ }).click();
+      result.offered = true;
+    }
     const row = page.locator('.explorer-folders-view .monaco-list-row', { hasText: fileName });
     await row.first().waitFor({ timeout: 60000 });
     await row.first().click();
@@ -28,7 +35,7 @@ async function main() {
     const deadline = Date.now() + timeout;
     for (;;) {
       const texts = await page.locator('.statusbar-item', { hasText: 'specfill' }).allInnerTexts();
-      if (texts.length && !texts.some((t) => /loading|starting|no server/.test(t))) break;
+      if (texts.length && !texts.some((t) => /loading|starting|no server|installing|not installed/.test(t))) break;
       if (Date.now() > deadline) throw new Error(`server never ready: ${texts}`);
       await page.waitForTimeout(250);
     }

@@ -4,12 +4,14 @@ import * as fs from 'fs';
 import * as path from 'path';
 import * as vscode from 'vscode';
 import { LanguageClient, LanguageClientOptions, ServerOptions, State } from 'vscode-languageclient/node';
+import { findPython, install, installed } from './install';
 
 const SECTION = 'specfill';
 let client: LanguageClient | undefined;
 let status: vscode.StatusBarItem;
 let poll: NodeJS.Timeout | undefined;
 let lastState = '';
+let output: vscode.OutputChannel; // the server's log and the installer's
 let focusTimer: NodeJS.Timeout | undefined;
 const FOCUS_DEBOUNCE_MS = 150;
 
@@ -41,16 +43,62 @@ function settings(context: vscode.ExtensionContext): Record<string, unknown> {
   return out;
 }
 
-/** The server executable: `specfill.server.path`, else `specfill` on PATH. */
-function findServer(): string | undefined {
-  const configured = vscode.workspace.getConfiguration(SECTION).get<string>('server.path') || '';
-  const name = configured || 'specfill';
-  if (name.includes(path.sep)) return fs.existsSync(name) ? name : undefined;
+/** `specfill` on PATH, if any. */
+function onPath(): string | undefined {
   for (const dir of (process.env.PATH || '').split(path.delimiter)) {
-    const candidate = path.join(dir, name);
+    const candidate = path.join(dir, 'specfill');
     if (dir && fs.existsSync(candidate)) return candidate;
   }
   return undefined;
+}
+
+/** Install (or repair) the server, with progress; its path, or undefined after a failure said. */
+async function installServer(context: vscode.ExtensionContext): Promise<string | undefined> {
+  showStatus('$(sync~spin) specfill: installing', 'installing the server');
+  try {
+    const python = findPython(vscode.workspace.getConfiguration(SECTION).get<string>('server.python') || '');
+    const done = await install(context, python, output);
+    vscode.window.showInformationMessage(`specfill: server ${done.version} installed (${done.build} build).`);
+    return done.server;
+  } catch (err: any) {
+    showStatus('$(error) specfill: not installed', String(err.message ?? err), true);
+    const choice = await vscode.window.showErrorMessage(`specfill: ${err.message ?? err}`, 'Show Log', 'Retry');
+    if (choice === 'Show Log') output.show(true);
+    if (choice === 'Retry') return installServer(context);
+    return undefined;
+  }
+}
+
+/** The server to start: `specfill.server.path`; else the one this extension installed (reinstalled
+ * when its version is not the extension's); else `specfill` on PATH; else an offer to install. */
+async function findServer(context: vscode.ExtensionContext): Promise<string | undefined> {
+  const cfg = vscode.workspace.getConfiguration(SECTION);
+  const configured = cfg.get<string>('server.path') || '';
+  if (configured) {
+    if (fs.existsSync(configured)) return configured;
+    const choice = await vscode.window.showErrorMessage(
+      `specfill: specfill.server.path is ${configured}, which does not exist.`, 'Open Settings');
+    if (choice) vscode.commands.executeCommand('workbench.action.openSettings', 'specfill.server.path');
+    return undefined;
+  }
+  const version = context.extension.packageJSON.version as string;
+  const mine = installed(context);
+  if (mine?.version === version) return mine.server;
+  if (mine) {
+    output.appendLine(`installed server ${mine.version} is not this extension's ${version}: reinstalling`);
+    return installServer(context);
+  }
+  const found = onPath();
+  if (found) return found;
+  if (!cfg.get<boolean>('server.autoInstall')) {
+    showStatus('$(error) specfill: no server', 'the server is not installed', true);
+    const choice = await vscode.window.showInformationMessage(
+      'specfill: the server is not installed yet. Install it now? It sets up a Python environment for it and ' +
+      'builds llama.cpp (4-6 minutes on 2 cores; seconds when pip finds a built wheel).', 'Install', 'Open Settings');
+    if (choice === 'Open Settings') vscode.commands.executeCommand('workbench.action.openSettings', 'specfill.server');
+    if (choice !== 'Install') return undefined;
+  }
+  return installServer(context);
 }
 
 function showStatus(text: string, tooltip: string, error = false): void {
@@ -89,20 +137,14 @@ async function refreshStatus(): Promise<void> {
 }
 
 async function startClient(context: vscode.ExtensionContext): Promise<void> {
-  const exe = findServer();
-  if (!exe) {
-    showStatus('$(error) specfill: no server', 'specfill.server.path', true);
-    const choice = await vscode.window.showErrorMessage(
-      'specfill: the server executable was not found. Set specfill.server.path to the `specfill` ' +
-      'executable (for example <repo>/.venv/bin/specfill) or put it on PATH.', 'Open Settings');
-    if (choice) vscode.commands.executeCommand('workbench.action.openSettings', 'specfill.server.path');
-    return;
-  }
+  const exe = await findServer(context);
+  if (!exe) return;
   const serverOptions: ServerOptions = { command: exe, args: ['serve'] };
   const clientOptions: LanguageClientOptions = {
     documentSelector: [{ scheme: 'file' }, { scheme: 'untitled' }],
     initializationOptions: settings(context),
     synchronize: { configurationSection: SECTION },
+    outputChannel: output,
     middleware: {
       provideInlineCompletionItems: async (document, position, ctx, token, next) => {
         // vscode-languageclient 9.0.1 passes VS Code's context through unconverted: its trigger
@@ -133,8 +175,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   status = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Right, 100);
   status.command = 'specfill.showStats';
   context.subscriptions.push(status);
-  const output = vscode.window.createOutputChannel('specfill stats');
-  context.subscriptions.push(output,
+  output = vscode.window.createOutputChannel('specfill');
+  const statsOutput = vscode.window.createOutputChannel('specfill stats');
+  context.subscriptions.push(output, statsOutput,
     vscode.commands.registerCommand('specfill.toggle', async () => {
       const cfg = vscode.workspace.getConfiguration(SECTION);
       await cfg.update('completion.enable', !cfg.get<boolean>('completion.enable', true),
@@ -146,9 +189,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         vscode.window.showWarningMessage('specfill: the server is not running');
         return;
       }
-      output.clear();
-      output.appendLine(JSON.stringify(await client.sendRequest('specfill/stats', {}), null, 2));
-      output.show(true);
+      statsOutput.clear();
+      statsOutput.appendLine(JSON.stringify(await client.sendRequest('specfill/stats', {}), null, 2));
+      statsOutput.show(true);
     }),
     vscode.commands.registerCommand('specfill.restartServer', async () => {
       if (client) {
@@ -165,10 +208,13 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
           vscode.ConfigurationTarget.Global);
       }
     }),
-    vscode.commands.registerCommand('specfill.showLog', () => {
-      // The server's log: window/logMessage at the specfill.logLevel setting.
-      if (client) client.outputChannel.show(true);
-      else vscode.window.showWarningMessage('specfill: the server is not running');
+    vscode.commands.registerCommand('specfill.showLog', () => output.show(true)), // the server's and the installer's
+    vscode.commands.registerCommand('specfill.installServer', async () => {
+      if (client) {
+        await client.stop().catch(() => undefined);
+        client = undefined;
+      }
+      if (await installServer(context)) await startClient(context);
     }),
     vscode.window.onDidChangeActiveTextEditor((editor) => sendFocus(editor)),
     vscode.window.onDidChangeTextEditorSelection((e) => sendFocus(e.textEditor)),

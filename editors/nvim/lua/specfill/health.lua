@@ -11,11 +11,22 @@ function M.check()
     health.error('Neovim 0.11 or newer is needed (vim.lsp.config / vim.lsp.enable)')
   end
   local specfill = require('specfill')
+  local install = require('specfill.install')
+  local installed = install.installed()
+  if installed then
+    local wanted = install.source_version()
+    local report = (wanted and installed.version ~= wanted) and health.warn or health.ok
+    report(('installed server %s in %s (llama.cpp %s build, %s)'):format(installed.version, install.dir,
+      installed.build, installed.batch_invariant and 'batch-invariant' or 'not batch-invariant'),
+      wanted and installed.version ~= wanted and { 'this plugin is ' .. wanted .. ': run :SpecfillInstall' } or nil)
+  else
+    health.info(('no server installed in %s (:SpecfillInstall)'):format(install.dir))
+  end
   local cmd = specfill.command()
   local exe = vim.fn.exepath(cmd[1])
   if exe == '' then
     health.error(('server executable %q not found'):format(cmd[1]),
-      { 'set server.path in setup{}, or install specfill so that `specfill` is on PATH' })
+      { 'run :SpecfillInstall, or set server.path in setup{}, or put `specfill` on PATH' })
     return
   end
   health.ok('server executable: ' .. exe)

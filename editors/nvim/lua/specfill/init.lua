@@ -8,6 +8,7 @@ local M = {}
 
 local schema = require('specfill.schema')
 local ghost = require('specfill.ghost')
+local install = require('specfill.install')
 
 -- Plugin options; every other top-level key is a server setting group from the schema.
 M.defaults = {
@@ -81,12 +82,36 @@ function M.validate(settings, prefix, problems)
   return out, problems
 end
 
+--- The server command: `cmd`, else server.path, else `specfill` on PATH, else the server
+--- install() put under stdpath('data')/specfill.
 function M.command()
   if M.config.cmd then
     return M.config.cmd
   end
   local path = vim.tbl_get(M.settings, 'server', 'path')
-  return { (path and path ~= '') and path or 'specfill', 'serve' }
+  if path and path ~= '' then
+    return { path, 'serve' }
+  end
+  if vim.fn.executable('specfill') == 1 then
+    return { 'specfill', 'serve' }
+  end
+  local installed = install.installed()
+  return { installed and installed.server or 'specfill', 'serve' }
+end
+
+--- Install or repair the server (see :help specfill-install); { sync = true } for build hooks.
+function M.install(opts)
+  opts = opts or {}
+  local on_done = opts.on_done
+  opts.on_done = function(ok, result)
+    if ok and not opts.sync then
+      vim.schedule(function() M.setup(M.opts) end) -- start the server just installed
+    end
+    if on_done then
+      on_done(ok, result)
+    end
+  end
+  return install.install(opts)
 end
 
 function M.client()
@@ -122,6 +147,7 @@ end
 
 function M.setup(opts)
   opts = opts or {}
+  M.opts = opts
   local plugin, server = {}, {}
   for key, value in pairs(opts) do
     if M.defaults[key] ~= nil or key == 'cmd' or key == 'filetypes' then
@@ -140,9 +166,17 @@ function M.setup(opts)
 
   local cmd = M.command()
   if vim.fn.executable(cmd[1]) ~= 1 then
-    vim.notify(('specfill: server executable %q not found; set server.path or put specfill on PATH ' ..
+    if install.running() then
+      return -- setup() runs again when the install is done
+    end
+    vim.notify(('specfill: the server is not installed (%q not found): run :SpecfillInstall, or set server.path ' ..
       '(:checkhealth specfill)'):format(cmd[1]), vim.log.levels.ERROR)
     return
+  end
+  local installed, wanted = install.installed(), install.source_version()
+  if installed and cmd[1] == installed.server and wanted and installed.version ~= wanted then
+    vim.notify(('specfill: the installed server is %s and this plugin %s: run :SpecfillInstall to update it')
+      :format(installed.version, wanted), vim.log.levels.WARN)
   end
   vim.lsp.config('specfill', {
     cmd = cmd,

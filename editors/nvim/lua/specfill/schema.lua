@@ -27,6 +27,8 @@ return {
   ["completion.candidates"] = { type = "integer", default = 3, description = "distinct suggestions for an explicit request (Invoked): branches from the first token's top alternatives, decoded side by side", minimum = 1, maximum = 8 },
   ["context.openFiles"] = { type = "boolean", default = true, description = "other open documents: prompt context (models with file separators) and text for prompt lookup" },
   ["context.workspace"] = { type = "boolean", default = true, description = "files of the workspace folders (.gitignore respected; binary, huge and out-of-workspace files never read), kept current with watchfiles: context as above" },
-  ["server.path"] = { type = "string", default = "", description = "the specfill executable the editors start; empty = `specfill` on PATH (read by the editors, not the server)" },
+  ["server.path"] = { type = "string", default = "", description = "the specfill executable the editors start; empty = the server the editor installed, else `specfill` on PATH (read by the editors, not the server)" },
+  ["server.autoInstall"] = { type = "boolean", default = false, description = "install the server without asking when none is found (read by the editors)" },
+  ["server.python"] = { type = "string", default = "", description = "the Python (3.11 or newer) the editors install the server with; empty = the first python3.13, python3.12, python3.11, python3 or python on PATH (read by the editors)" },
   ["logLevel"] = { type = "string", default = "info", description = "server log level", enum = { "error", "warning", "info", "debug" } },
 }
