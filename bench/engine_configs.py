@@ -143,7 +143,23 @@ def choose(rows: list[dict]) -> tuple[dict, str]:
     return fastest, "fastest; not batch-invariant, so speculation's divergences must stay near-ties"
 
 
-def main(model: str, threads: int, stock_wheels: str, json_out: str | None, every: bool) -> int:
+def median_row(runs: list[dict]) -> dict:
+    """One configuration's repeated runs: medians of the speeds, the worst RSS, invariant only if always."""
+    ok = [r for r in runs if "error" not in r]
+    if not ok:
+        return runs[0]
+    row = dict(ok[0])
+    for key in ("prompt_tok_s", "decode_tok_s"):
+        row[key] = statistics.median(r[key] for r in ok)
+    row["verify_ms"] = {k: statistics.median(r["verify_ms"][k] for r in ok) for k in ok[0]["verify_ms"]}
+    row["rss_mb"] = max(r["rss_mb"] for r in ok)
+    row["batch_invariant"] = all(r["batch_invariant"] for r in ok)
+    row["max_diff"] = max(r["max_diff"] for r in ok)
+    row["runs"] = len(ok)
+    return row
+
+
+def main(model: str, threads: int, stock_wheels: str, json_out: str | None, every: bool, repeat: int = 3) -> int:
     from bench.machine import cpu_flags
 
     threads = threads or os.cpu_count() or 1
@@ -155,17 +171,25 @@ def main(model: str, threads: int, stock_wheels: str, json_out: str | None, ever
         configs = [{"weights": w, "repack": r, "ubatch": u, "build": b} for b in ("llamafile-off", "llamafile-on")
                    if b == "llamafile-off" or stock for w in ("shipped", "q4_0") for r in (False, True)
                    for u in (32, 128, 512)]
-    print(f"{model}, {threads} threads, {os.cpu_count()} cores; CPU flags: {cpu_flags()}")
+    print(f"{model or 'the default model'}, {threads} threads, {os.cpu_count()} cores; CPU flags: {cpu_flags()}; "
+          f"medians of {repeat} runs a configuration, interleaved (this machine's run-to-run noise is ~20%)")
     if not stock:
         print(f"(no llamafile-on build in {stock_wheels}: build one to compare, see the README)")
     head = (f"{'weights':<8}{'repack':>7}{'ubatch':>7}{'build':>14}{'MiB':>5}{'prompt':>8}{'decode':>8}"
             + "".join(f"{'v' + str(k):>6}" for k in VERIFY_ROWS) + f"{'RSS':>6}{'invariant':>10}{'acc':>6}")
     print(head)
+    runs: list[list[dict]] = [[] for _ in configs]
+    for _ in range(repeat):
+        for i, config in enumerate(configs):
+            build = config["build"]
+            one = _run({k: v for k, v in config.items() if k != "build"}, model, threads,
+                       stock if build == "llamafile-on" else None)
+            one["build"] = one.get("build", build)
+            runs[i].append(one)
     rows = []
-    for config in configs:
-        build = config.pop("build")
-        row = _run(config, model, threads, stock if build == "llamafile-on" else None)
-        row["build"] = row.get("build", build)
+    for config, config_runs in zip(configs, runs, strict=True):
+        build = config["build"]
+        row = median_row(config_runs)
         rows.append(row)
         if "error" in row:
             print(f"{row['weights']:<8}{row['repack']!s:>7}{row['ubatch']:>7}{build:>14}  failed: {row['error']}")

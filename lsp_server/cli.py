@@ -129,7 +129,7 @@ def cmd_bench_lsp(args: argparse.Namespace) -> int:
 def cmd_bench_engine(args: argparse.Namespace) -> int:
     from bench.engine_configs import main as bench_engine
 
-    return bench_engine(args.model or "", args.threads, args.stock_wheels, args.json, args.all)
+    return bench_engine(args.model or "", args.threads, args.stock_wheels, args.json, args.all, args.repeat)
 
 
 def cmd_stress(args: argparse.Namespace) -> int:
@@ -258,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stock-wheels", default=".wheels/llamafile-on",
                    help="folder with a llama-cpp-python wheel built with llamafile on, to compare")
     p.add_argument("--all", action="store_true", help="every combination, not the default selection")
+    p.add_argument("--repeat", type=int, default=3, help="runs of each configuration (medians are reported)")
     p.add_argument("--json")
     p.set_defaults(func=cmd_bench_engine)
     p = sub.add_parser("stress", help="random edits, cancel storms and a timed typing replay against the real server")
