@@ -30,6 +30,11 @@ async def start_server(name: str, settings: dict | None = None, capabilities: ty
     """A client of a fresh `specfill serve`, initialized with `settings`; with `wait_ready`,
     returned once the model is loaded."""
     client = LanguageClient(name, "0.1")
+
+    @client.feature(types.WINDOW_LOG_MESSAGE)
+    def _log(params: types.LogMessageParams) -> None:
+        """The server's log is for editors; the tools print their own figures."""
+
     await client.start_io(sys.executable, "-m", "lsp_server", "serve")
     await client.initialize_async(types.InitializeParams(capabilities=capabilities or types.ClientCapabilities(),
                                                          initialization_options={"specfill": settings or {}}))

@@ -48,6 +48,13 @@ CHARS_PER_TOKEN = 2.5  # of code, on the low side: a short window of N tokens' c
 PINNED = 16  # places whose context stays pinned
 
 
+class _Yield:
+    """The stop condition of a background read (an engine StopFlag)."""
+
+    def __init__(self, stop: Callable[[], bool]) -> None:
+        self.is_set = stop
+
+
 @dataclass(frozen=True)
 class Request:
     prefix: str
@@ -95,14 +102,24 @@ class ModelWorker:
         self._pins: OrderedDict[tuple[str, int], tuple[ContextFile, ...]] = OrderedDict()
         self._short: OrderedDict[str, tuple[int, int]] = OrderedDict()  # path -> short window (start, tokens)
         self._ahead: list[int] | None = None  # a full prompt to read while idle
-        self._ahead_stop = threading.Event()
         self._ahead_queued = False
+        # A background read yields to any request submitted and not yet started, and stops when
+        # the cursor moves elsewhere. Counters, each written by one thread only, not events
+        # swapped between threads: a swapped event let a read outlive the request that should
+        # have stopped it (a 4 s wait seen with didFocus).
+        self._submitted = 0  # requests and loads submitted (by callers, under the lock)
+        self._submitted_lock = threading.Lock()
+        self._started = 0  # of those, started (by the worker thread)
+        self._focus = 0  # didFocus notifications seen
         self.read_ahead_tokens = 0  # prompt tokens read in the background, ever
 
     @property
     def reading(self) -> bool:
         """A full prompt is waiting to be read in the background."""
         return self._ahead is not None
+
+    def _yield(self, focus: int) -> _Yield:
+        return _Yield(lambda: self._submitted != self._started or self._focus != focus or self._stop.is_set())
 
     @property
     def loading(self) -> bool:
@@ -153,6 +170,7 @@ class ModelWorker:
         self._pins.clear()
 
     def _load(self, settings: Settings) -> str:
+        self._started += 1
         self.error = self.warning = None
         self._close()
         m = settings.model
@@ -239,9 +257,11 @@ class ModelWorker:
 
     # -- requests ---------------------------------------------------------------------
     def _interrupt(self) -> None:
-        """Whatever runs now ends at its next step: a request, or a background read."""
+        """Whatever runs now ends at its next step: a request, or a background read (which
+        yields to the work this is called for, counted in _submitted)."""
+        with self._submitted_lock:
+            self._submitted += 1
         self._cancel.set()
-        self._ahead_stop.set()
 
     def complete(self, prefix: str, suffix: str, path: str, settings: Settings,
                  cancel: threading.Event | None = None,
@@ -256,8 +276,10 @@ class ModelWorker:
     def read_ahead(self, prefix: str, suffix: str, path: str, settings: Settings,
                    others: tuple[ContextFile, ...] = ()) -> None:
         """The cursor rests here: read this place's full prompt while idle (specfill/didFocus)."""
+        focus = self._focus = self._focus + 1  # a read of the place the cursor left ends at its next chunk
+
         def plan() -> None:
-            if self.engine is None or self._ahead_stop.is_set():
+            if self.engine is None or self._yield(focus).is_set():
                 return
             log.debug("didFocus: reading ahead at %s (offset %d)", path, len(prefix))
             req = Request(prefix, suffix, path, settings, threading.Event(), None, others)
@@ -266,10 +288,10 @@ class ModelWorker:
                 self._ahead = full.tokens
             self._read_ahead()
 
-        self._ahead_stop = threading.Event()
         self._pool.submit(plan)
 
     def _serve(self, req: Request) -> GenerationResult | None:
+        self._started += 1
         try:
             return self._complete(req)
         finally:
@@ -392,7 +414,6 @@ class ModelWorker:
     def _schedule_ahead(self) -> None:
         if self._ahead is not None and not self._ahead_queued:
             self._ahead_queued = True
-            self._ahead_stop = threading.Event()
             self._pool.submit(self._read_ahead)
 
     def _read_ahead(self) -> None:
@@ -400,12 +421,13 @@ class ModelWorker:
         or until a request arrives (it is resumed after that request)."""
         self._ahead_queued = False
         engine, tokens = self.engine, self._ahead
-        if engine is None or tokens is None or self._ahead_stop.is_set():
+        stop = self._yield(self._focus)
+        if engine is None or tokens is None or stop.is_set():
             return
         self.windows.prepare(engine, tokens)
-        before = len(engine.held(WINDOW))
+        before = engine.common_prefix(tokens, WINDOW)  # what the window holds beyond it is dropped
         try:
-            engine.read(tokens, self._ahead_stop, WINDOW, chunk=READ_CHUNK)
+            engine.read(tokens, stop, WINDOW, chunk=READ_CHUNK)
             self._ahead = None
         except Cancelled:
             pass
@@ -427,7 +449,7 @@ class ModelWorker:
     def stop(self) -> None:
         """Ask the running work to end at its next step; does not wait."""
         self._stop.set()
-        self._interrupt()
+        self._cancel.set()
 
     def shutdown(self) -> None:
         self.stop()

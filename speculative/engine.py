@@ -11,12 +11,14 @@ memory and loaded back (`save`/`load`), so moving between places reads nothing a
 from __future__ import annotations
 
 import ctypes
+import mmap
 import os
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import llama_cpp
 import numpy as np
@@ -43,12 +45,18 @@ llama_cpp.llama_log_set(_quiet_log, ctypes.c_void_p(0))
 llama_cpp.llama_backend_init()
 
 
+class StopFlag(Protocol):
+    """What eval and read look at between chunks: a threading.Event, or anything with is_set()."""
+
+    def is_set(self) -> bool: ...
+
+
 @dataclass(frozen=True)
 class SavedSeq:
     """A sequence's KV cache copied out to memory, and the tokens it holds."""
 
     tokens: tuple[int, ...]
-    data: bytes
+    data: mmap.mmap
 
 
 class Engine(Vocab):
@@ -133,7 +141,7 @@ class Engine(Vocab):
         return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).copy()
 
     def eval(self, tokens: Sequence[int], want_rows: Sequence[int] = (),
-             cancel: threading.Event | None = None, seq: int = WINDOW,
+             cancel: StopFlag | None = None, seq: int = WINDOW,
              chunk: int | None = None) -> list[np.ndarray]:
         """Append `tokens` after what `seq` holds; return logits for rows `want_rows`.
         `cancel` is checked between chunks (n_batch tokens, or `chunk`): what was evaluated
@@ -218,14 +226,18 @@ class Engine(Vocab):
     def save(self, seq: int = WINDOW) -> SavedSeq:
         """Copy the sequence's KV cache out (a few ms for a thousand tokens)."""
         size = llama_cpp.llama_state_seq_get_size(self._ctx, seq)
-        buf = (ctypes.c_uint8 * size)()
-        n = llama_cpp.llama_state_seq_get_data(self._ctx, buf, size, seq)
-        return SavedSeq(tuple(self.held(seq)), bytes(memoryview(buf)[:n]))  # buf[:n] would be a list of ints
+        # Written in place (no second copy to double the peak), into pages of its own that go
+        # back to the system when the copy is dropped (from the heap, freed megabytes stay).
+        data = mmap.mmap(-1, size)
+        n = llama_cpp.llama_state_seq_get_data(self._ctx, (ctypes.c_uint8 * size).from_buffer(data), size, seq)
+        if n != size:
+            raise ModelError(f"could not save a KV cache ({n} of {size} bytes)")
+        return SavedSeq(tuple(self.held(seq)), data)
 
     def load(self, saved: SavedSeq, seq: int = WINDOW) -> None:
         """Make `seq` hold a saved cache again (its old content is dropped)."""
         self.forget(seq)
-        data = (ctypes.c_uint8 * len(saved.data)).from_buffer_copy(saved.data)
+        data = (ctypes.c_uint8 * len(saved.data)).from_buffer(saved.data)  # read in place, not copied
         if llama_cpp.llama_state_seq_set_data(self._ctx, data, len(saved.data), seq) == 0:
             raise ModelError("could not load a saved KV cache back (no room in the context)")
         self.held(seq).extend(saved.tokens)
@@ -242,7 +254,7 @@ class Engine(Vocab):
         (logits,) = self.eval(rest, want_rows=[len(rest) - 1], cancel=cancel, seq=seq)
         return logits, common
 
-    def read(self, prompt: Sequence[int], cancel: threading.Event, seq: int = WINDOW, chunk: int = 64) -> int:
+    def read(self, prompt: Sequence[int], cancel: StopFlag, seq: int = WINDOW, chunk: int = 64) -> int:
         """Read `prompt` into `seq` without logits, `chunk` tokens a decode, stopping (with
         Cancelled, progress kept) at the first chunk after `cancel` is set; the tokens read."""
         common = self.common_prefix(prompt, seq)

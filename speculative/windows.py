@@ -15,8 +15,15 @@ from speculative.engine import WINDOW, Engine, SavedSeq, common_prefix
 MIN_SAVE = 128  # tokens: a cache smaller than this is cheaper to read again than to keep
 
 
+# A saved cache costs ~18 KB a token with SmolLM2 (keys q8_0, values f16): 40 MB hold ~2,300
+# tokens, two to four windows besides the live one. The server may use the model + 250 MB at
+# n_ctx 4096; idle it takes the model + ~180 (Python and its libraries ~70, the context with
+# its KV cache ~75, the healing index 10), and serving adds ~30.
+MAX_BYTES = 40 << 20
+
+
 class WarmWindows:
-    def __init__(self, keep: int = 4, max_bytes: int = 160 << 20) -> None:
+    def __init__(self, keep: int = 4, max_bytes: int = MAX_BYTES) -> None:
         self.keep, self.max_bytes = keep, max_bytes
         self.saved: list[SavedSeq] = []  # most recent first
         self.loads = 0  # caches loaded back instead of read again

@@ -108,6 +108,48 @@ def test_a_request_stops_a_read_ahead_and_the_read_goes_on_after_it(worker):
     assert w.engine.held(WINDOW) == full[:-1]
 
 
+def test_focus_elsewhere_stops_the_read_of_the_place_left(worker, caplog):
+    """didFocus at B while A's prompt is being read: A's read ends within a chunk, then B's is
+    read (a request at B would otherwise wait for all of A)."""
+    w = worker
+    s = settings(150)
+    a, b = place(60), place(10)
+    w.engine.reset()
+    w.windows.clear()
+    caplog.set_level(logging.DEBUG, logger="specfill")
+    w.read_ahead(*a, "argparse.py", s)
+    while len(w.engine.held(WINDOW)) < 2 * READ_CHUNK:
+        time.sleep(0.001)
+    w.read_ahead(*b, "argparse.py", s)
+    at_focus = len(w.engine.held(WINDOW))
+    wait_read(w)
+    reads = [r.getMessage() for r in caplog.records if r.getMessage().startswith("read ahead: ")]
+    of_a = int(reads[0].split()[2])
+    full_a = w._full_prompt(w_req(w, *a, s)).tokens
+    assert of_a <= at_focus + READ_CHUNK < len(full_a) - 2 * READ_CHUNK and "paused" in reads[0]
+    assert w.engine.held(WINDOW) == w._full_prompt(w_req(w, *b, s)).tokens[:-1]
+
+
+def test_a_request_never_waits_for_a_background_read(worker, caplog):
+    """While A's prompt is read in the background, didFocus at B and at once a request at C:
+    neither A's read nor B's may run on while C waits (a 4 s wait was seen)."""
+    w = worker
+    s = settings(150)
+    a, b = place(60), place(20)
+    w.engine.reset()
+    w.windows.clear()
+    caplog.set_level(logging.DEBUG, logger="specfill")
+    w.read_ahead(*a, "argparse.py", s)
+    while len(w.engine.held(WINDOW)) < 2 * READ_CHUNK:
+        time.sleep(0.001)
+    w.read_ahead(*b, "argparse.py", s)
+    at_focus = len(w.engine.held(WINDOW))
+    assert w.complete(b[0][-400:], "", "other.py", s).result().tokens
+    reads = [r.getMessage() for r in caplog.records if r.getMessage().startswith("read ahead: ")]
+    assert len(reads) == 1 and int(reads[0].split()[2]) <= at_focus + READ_CHUNK, reads  # A's, stopped
+    wait_read(w)
+
+
 def test_moving_between_two_documents_reuses_their_kv(worker):
     w = worker
     s = settings(0)  # always the full prompt: what is counted is the reading
