@@ -43,7 +43,7 @@ LOOKUP_FILES = 4  # context files prompt lookup may copy from
 CONTEXT_CHARS = 1000  # of each, in the prompt
 LOOKUP_CHARS = 8000  # of each, for prompt lookup
 READ_CHUNK = 32  # tokens a background read evaluates between looks at waiting requests (one ubatch)
-MIN_SHORT_TOKENS = 48  # a short prompt shorter than this says too little to be worth it
+MIN_SHORT_TOKENS = 48  # the least a short prompt holds: fewer say too little
 CHARS_PER_TOKEN = 2.5  # of code, on the low side: a short window of N tokens' chars stays under N
 PINNED = 16  # places whose context stays pinned
 
@@ -398,9 +398,9 @@ class ModelWorker:
         start, n = self._short.get(req.path, (-1, 0))
         fim = FAMILIES[self.family].fim
         if not (0 <= start <= len(req.prefix) and len(req.prefix) - start <= 1.5 * n * CHARS_PER_TOKEN):
-            n = int(budget_ms / self.prompt_ms())
-            if n < MIN_SHORT_TOKENS:
-                return None
+            # At least MIN_SHORT_TOKENS, even over the budget: on a machine slowed by other work
+            # (a slow measured rate), reading the full prompt instead held requests for seconds.
+            n = max(MIN_SHORT_TOKENS, int(budget_ms / self.prompt_ms()))
             chars = int(n * CHARS_PER_TOKEN)
             chars -= len(suffix_window(req.suffix, chars // 4)) if fim else 0
             start = len(req.prefix) - len(short_window(req.prefix, chars))

@@ -223,9 +223,13 @@ class Engine(Vocab):
         for held in self._seqs.values():
             held.clear()
 
+    def saved_size(self, seq: int = WINDOW) -> int:
+        """Bytes a save of `seq` takes."""
+        return llama_cpp.llama_state_seq_get_size(self._ctx, seq)
+
     def save(self, seq: int = WINDOW) -> SavedSeq:
         """Copy the sequence's KV cache out (a few ms for a thousand tokens)."""
-        size = llama_cpp.llama_state_seq_get_size(self._ctx, seq)
+        size = self.saved_size(seq)
         # Written in place (no second copy to double the peak), into pages of its own that go
         # back to the system when the copy is dropped (from the heap, freed megabytes stay).
         data = mmap.mmap(-1, size)

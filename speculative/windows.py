@@ -36,16 +36,19 @@ class WarmWindows:
     def bytes(self) -> int:
         return sum(len(s.data) for s in self.saved)
 
-    def _save_live(self, engine: Engine) -> None:
+    def _save_live(self, engine: Engine, reserve: int = 0) -> None:
+        """Copy the live cache out, the oldest copies dropped first to make room: the copies
+        (and `reserve`, one about to be loaded back) never exceed max_bytes, even while made."""
         live = engine.held(WINDOW)
         if len(live) < MIN_SAVE:
             return
-        saved = engine.save(WINDOW)
         # A saved cache that the live one extends is superseded by it.
-        self.saved = [saved] + [s for s in self.saved if common_prefix(s.tokens, live) < len(s.tokens)]
-        self.saves += 1
-        while len(self.saved) > self.keep or (len(self.saved) > 1 and self.bytes > self.max_bytes):
+        self.saved = [s for s in self.saved if common_prefix(s.tokens, live) < len(s.tokens)]
+        size = engine.saved_size(WINDOW) + reserve
+        while self.saved and (len(self.saved) >= self.keep or self.bytes + size > self.max_bytes):
             self.saved.pop()
+        self.saved.insert(0, engine.save(WINDOW))
+        self.saves += 1
 
     def prepare(self, engine: Engine, prompt: Sequence[int]) -> int:
         """Make the window sequence the best start for `prompt`; the tokens it can reuse.
@@ -58,8 +61,8 @@ class WarmWindows:
             if n > best_n:
                 best, best_n = s, n
         if best is not None:
-            self._save_live(engine)
             self.saved = [s for s in self.saved if s is not best]
+            self._save_live(engine, reserve=len(best.data))
             engine.load(best, WINDOW)
             self.loads += 1
             return best_n

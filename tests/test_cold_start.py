@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 
 from lsp_server.settings import Settings
-from lsp_server.worker import READ_CHUNK, ModelWorker
+from lsp_server.worker import MIN_SHORT_TOKENS, READ_CHUNK, ModelWorker
 from speculative.convert import converted_path, weights_path
 from speculative.engine import WINDOW, Engine
 from speculative.errors import Cancelled
+from speculative.windows import WarmWindows
 
 SOURCE = Path(argparse.__file__).read_text()
 
@@ -74,6 +75,22 @@ def w_req(w: ModelWorker, prefix: str, suffix: str, s: Settings):
     from lsp_server.worker import Request
 
     return Request(prefix, suffix, "argparse.py", s, threading.Event())
+
+
+def test_a_slow_measured_rate_still_answers_from_a_short_prompt(worker):
+    """On a machine busy with other work the measured rate is slow and the budget buys only a
+    few tokens: the short prompt keeps its least size, rather than the full prompt being read
+    (which held requests for seconds)."""
+    w = worker
+    w.engine.reset()
+    w.windows.clear()
+    rate, w.engine.prompt_ms = w.engine.prompt_ms, 20.0  # 150 ms read 7 tokens at this rate
+    try:
+        r = w.complete(*place(40), "slow.py", settings(150)).result()
+    finally:
+        w.engine.prompt_ms = rate
+    assert r.short and r.n_prompt <= 2 * MIN_SHORT_TOKENS
+    wait_read(w)
 
 
 def test_a_background_read_stops_within_one_chunk_of_a_request(engine):
@@ -148,6 +165,25 @@ def test_a_request_never_waits_for_a_background_read(worker, caplog):
     reads = [r.getMessage() for r in caplog.records if r.getMessage().startswith("read ahead: ")]
     assert len(reads) == 1 and int(reads[0].split()[2]) <= at_focus + READ_CHUNK, reads  # A's, stopped
     wait_read(w)
+
+
+def test_saved_windows_stay_within_their_bounds_and_come_back(engine):
+    """Six places in turn: the copies never exceed their bytes (not even while one is made) or
+    their count, the most recent come back by a load, the oldest are gone."""
+    tokens = engine.tokenize(SOURCE)
+    places = [tokens[i * 2000:i * 2000 + 300] for i in range(6)]
+    engine.reset()
+    engine.read(places[0], threading.Event())
+    one = engine.saved_size(WINDOW)
+    windows = WarmWindows(keep=4, max_bytes=int(3.5 * one))
+    for place in places:
+        windows.prepare(engine, place)
+        engine.read(place, threading.Event())
+        assert windows.bytes <= windows.max_bytes and len(windows) <= 4
+    assert len(windows) == 3  # and the live one: four places warm
+    assert windows.prepare(engine, places[4]) == len(places[4]) - 1 and windows.loads == 1
+    assert engine.held(WINDOW) == places[4][:-1]
+    assert windows.prepare(engine, places[0]) == 0, "the oldest was dropped"
 
 
 def test_moving_between_two_documents_reuses_their_kv(worker):
