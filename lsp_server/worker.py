@@ -286,7 +286,7 @@ class ModelWorker:
             full = self._full_prompt(req)
             if full is not None:
                 self._ahead = full.tokens
-            self._read_ahead()
+            self._read_ahead(focus)
 
         self._pool.submit(plan)
 
@@ -416,12 +416,13 @@ class ModelWorker:
             self._ahead_queued = True
             self._pool.submit(self._read_ahead)
 
-    def _read_ahead(self) -> None:
-        """Read the pending full prompt into the window sequence, a chunk at a time, until done
-        or until a request arrives (it is resumed after that request)."""
+    def _read_ahead(self, focus: int | None = None) -> None:
+        """Read the pending full prompt into the window sequence, a chunk at a time, until done,
+        until a request arrives (it is resumed after that request) or until the cursor moves on
+        from `focus` (a didFocus's place; else the current one)."""
         self._ahead_queued = False
         engine, tokens = self.engine, self._ahead
-        stop = self._yield(self._focus)
+        stop = self._yield(self._focus if focus is None else focus)
         if engine is None or tokens is None or stop.is_set():
             return
         self.windows.prepare(engine, tokens)
