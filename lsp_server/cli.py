@@ -153,15 +153,16 @@ def cmd_check(args: argparse.Namespace) -> int:
     except ModelError as exc:
         print(f"specfill: {exc}", file=sys.stderr)
         return 2
+    build = build_info()
     info = {"version": __version__, "python": sys.version.split()[0], "model": str(path),
-            "model_mb": round(path.stat().st_size / 1e6), "weights": str(weights), **build_info(),
+            "model_mb": round(path.stat().st_size / 1e6), "weights": str(weights), **build,
             "extra_buffers": list(extra_buffer_types())}
     if args.json:
         print(json.dumps(info))
         return 0
     print(f"specfill {__version__} (Python {info['python']})")
     print(f"model {path} ({info['model_mb']} MB)" + (f", loaded as {weights}" if weights != path else ""))
-    print("llama-cpp-python " + ", ".join(f"{k} {v}" for k, v in build_info().items())
+    print("llama-cpp-python " + ", ".join(f"{k} {v}" for k, v in build.items())
           + f", extra buffers {'+'.join(info['extra_buffers']) or 'none'}")
     return 0
 
@@ -185,6 +186,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     from lsp_server import __version__
+    from lsp_server.settings import WEIGHTS
 
     parser = argparse.ArgumentParser(prog="specfill", description="Inline code completion from local GGUF models.")
     parser.add_argument("--version", action="version", version=f"specfill {__version__}")
@@ -233,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-tokens", type=int, default=48)
     p.add_argument("--prompt-tokens", type=int, default=1024, help="prompt budget in tokens")
     p.add_argument("--max-draft", type=int, default=16, help="most drafted tokens a step (speculation.maxDraft)")
-    p.add_argument("--weights", default="auto", choices=["auto", "q4_0", "shipped"], help="as model.weights")
+    p.add_argument("--weights", default="auto", choices=WEIGHTS, help="as model.weights")
     p.add_argument("--n-ctx", type=int, default=4096)
     p.add_argument("--threads", type=int, default=0, help="0 = all cores")
     p.add_argument("--json")
@@ -271,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=cmd_stress)
     p = sub.add_parser("check", help="the version, the llama.cpp build and the model (installs, health checks)")
     p.add_argument("--model", help="GGUF path or packaged name (default: the embedded SmolLM2-135M)")
-    p.add_argument("--weights", default="auto", choices=["auto", "q4_0", "shipped"], help="as model.weights")
+    p.add_argument("--weights", default="auto", choices=WEIGHTS, help="as model.weights")
     p.add_argument("--json", action="store_true", help="one JSON object")
     p.set_defaults(func=cmd_check)
     p = sub.add_parser("schema", help="print the settings schema as JSON; --write regenerates the editors' copies")

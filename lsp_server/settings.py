@@ -36,6 +36,10 @@ class RemoteSettings:
     read_timeout_ms: int = _opt(5000, "longest silence of the engine before the request fails", lo=10, hi=600000)
 
 
+# model.weights: how the model file is loaded (speculative/convert.py); `--weights` of the benches too.
+WEIGHTS = ("auto", "q4_0", "shipped")
+
+
 @dataclass(kw_only=True)
 class ModelSettings:
     path: str = _opt("", "GGUF file, or a packaged model name; empty = the embedded SmolLM2-135M")
@@ -44,7 +48,7 @@ class ModelSettings:
     threads: int = _opt(0, "decode threads; 0 = all cores", lo=0, hi=256)
     weights: str = _opt("auto", "auto: a 4-bit model is converted once to Q4_0, which llama.cpp's repacked CPU "
                                 "kernels read 2-3x faster (cached, kept in step with the file); q4_0: convert any "
-                                "model; shipped: use the file as it is", choices=("auto", "q4_0", "shipped"))
+                                "model; shipped: use the file as it is", choices=WEIGHTS)
     remote: RemoteSettings = field(default_factory=RemoteSettings)
 
 

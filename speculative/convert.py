@@ -29,7 +29,6 @@ log = logging.getLogger("specfill")
 FOUR_BIT = {int(getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{name}"))
             for name in ("Q4_1", "Q4_K_S", "Q4_K_M", "IQ4_NL", "IQ4_XS")}
 Q4_0 = int(llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_0)
-WEIGHTS = ("auto", "q4_0", "shipped")
 
 
 def file_type(path: Path) -> int | None:
