@@ -27,8 +27,11 @@ ONES = "x = [" + "1, " * 40  # the model keeps writing `1, ` on this line: a lon
 
 # A generous budget: on a loaded machine the default 2 s can cut a suggestion to a token.
 client = client_fixture({"specfill": {"completion": {"minConfidence": 0, "debounceMs": 0, "budgetMs": 30000}}}, CAPS)
-# plain decoding: prompt lookup would finish the repetitive ONES line too fast to cancel
-long_client = client_fixture({"specfill": {"completion": {"minConfidence": 0, "maxTokens": 400, "budgetMs": 60000},
+# plain decoding: prompt lookup would finish the repetitive ONES line too fast to cancel; the
+# whole prompt read first: near the prompt budget, a short answer's background read would add
+# decode steps after a cancel (what is counted here is the generation stopping)
+long_client = client_fixture({"specfill": {"completion": {"minConfidence": 0, "maxTokens": 400, "budgetMs": 60000,
+                                                          "promptBudgetMs": 0},
                                            "speculation": {"method": "off"}}}, CAPS)
 bad_client = client_fixture({"specfill": {"completion": {"maxTokens": "many"}, "nope": 1}})
 
