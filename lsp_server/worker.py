@@ -312,15 +312,22 @@ class ModelWorker:
         reusable = self.windows.prepare(engine, full.tokens)
         prompt, short = full, False
         budget = s.completion.prompt_budget_ms
-        if budget and (len(full.tokens) - reusable) * self.prompt_ms() > budget:
+        unread = len(full.tokens) - reusable
+        quick = None
+        if budget and unread * self.prompt_ms() > budget:
             quick = self._short_prompt(req, budget)
-            if quick is not None and len(quick.tokens) < len(full.tokens) - reusable:
-                # One line from the short prompt, then back to reading the full one.
-                prompt, short = Prompt(quick.tokens, quick.stop + ("\n",), quick.heal, quick.seq), True
-                self._ahead = full.tokens  # read in the background, so the next keystrokes use it
-                # What the window holds beyond this prompt is another place's (saved by prepare if
-                # worth it): attention spans every used cell, so it would slow the short read 3x.
-                engine.truncate(reusable, WINDOW)
+        elif budget and unread > READ_CHUNK:
+            # Typing on where a short prompt already answers: it costs a token or two, so the
+            # rest of the full prompt stays in the background. Read here, even within the
+            # budget, it made the keystroke that switched over miss (300 ms against 7).
+            quick = self._warm_short_prompt(req, budget)
+        if quick is not None and len(quick.tokens) < unread:
+            # One line from the short prompt, then back to reading the full one.
+            prompt, short = Prompt(quick.tokens, quick.stop + ("\n",), quick.heal, quick.seq), True
+            self._ahead = full.tokens  # read in the background, so the next keystrokes use it
+            # What the window holds beyond this prompt is another place's (saved by prepare if
+            # worth it): attention spans every used cell, so it would slow the short read 3x.
+            engine.truncate(reusable, WINDOW)
         sources = [engine.tokenize(req.suffix[:4000], parse_special=False)]  # text worth copying from
         sources += [engine.tokenize(o.text[-LOOKUP_CHARS:], parse_special=False) for o in req.others[:LOOKUP_FILES]]
         cpu0 = time.thread_time()
@@ -391,13 +398,28 @@ class ModelWorker:
         prefix, suffix = prefix_window(req.prefix), suffix_window(req.suffix)
         return self._tokens(req, prefix, suffix, self._context(req, prefix), WINDOW)
 
+    def _warm_short_prompt(self, req: Request, budget_ms: int) -> Prompt | None:
+        """The short prompt of this place if the short sequence holds all but its last
+        tokens (the user types on where it answered), else None."""
+        if not self._short_window_fits(req, *self._short.get(req.path, (-1, 0))):
+            return None
+        quick = self._short_prompt(req, budget_ms)
+        if quick is None or len(quick.tokens) - self.engine.common_prefix(quick.tokens, SHORT) > READ_CHUNK // 4:
+            return None
+        return quick
+
+    @staticmethod
+    def _short_window_fits(req: Request, start: int, n: int) -> bool:
+        """The short window starting at `start` (n tokens) still holds the cursor's line."""
+        return 0 <= start <= len(req.prefix) and len(req.prefix) - start <= 1.5 * n * CHARS_PER_TOKEN
+
     def _short_prompt(self, req: Request, budget_ms: int) -> Prompt | None:
         """The lines nearest the cursor, as many tokens as can be read within the budget. Its
         start and size stay put while the user types on at this place, so each keystroke reads
         one or two tokens (a size that followed the measured rate would move the start)."""
         start, n = self._short.get(req.path, (-1, 0))
         fim = FAMILIES[self.family].fim
-        if not (0 <= start <= len(req.prefix) and len(req.prefix) - start <= 1.5 * n * CHARS_PER_TOKEN):
+        if not self._short_window_fits(req, start, n):
             # At least MIN_SHORT_TOKENS, even over the budget: on a machine slowed by other work
             # (a slow measured rate), reading the full prompt instead held requests for seconds.
             n = max(MIN_SHORT_TOKENS, int(budget_ms / self.prompt_ms()))

@@ -93,6 +93,34 @@ def test_a_slow_measured_rate_still_answers_from_a_short_prompt(worker):
     wait_read(w)
 
 
+def test_typing_on_stays_on_the_short_prompt_while_more_than_a_chunk_is_unread(worker):
+    """Where a short prompt answers, a keystroke reads the rest of the full prompt only when
+    that is at most a chunk, even if the rest would fit the budget: read in the foreground it
+    made the keystroke miss (300 ms against 7 for the short answer)."""
+    w, s = worker, settings(150)
+    prefix, suffix = place(40)
+    w.engine.reset()
+    w.windows.clear()
+    assert w.complete(prefix, suffix, "argparse.py", s).result().short
+    wait_read(w)
+    full = w._full_prompt(w_req(w, prefix + "f", suffix, s)).tokens
+    unread = 100  # within the budget at the rate set below, and over a chunk
+    w.engine.truncate(len(full) - unread, WINDOW)
+    rate, w.engine.prompt_ms = w.engine.prompt_ms, 1.0
+    try:
+        on = w.complete(prefix + "f", suffix, "argparse.py", s).result()
+        assert on.short and on.n_prompt - on.n_reused <= 2  # a keystroke on the short sequence
+        wait_read(w)  # the rest, in the background
+        done = w.complete(prefix + "f", suffix, "argparse.py", s).result()
+        assert not done.short and done.n_reused == done.n_prompt - 1
+        w.engine.truncate(len(full) - unread, WINDOW)
+        w._short.clear()  # landing here afresh: within the budget, the full prompt is read at once
+        landed = w.complete(prefix + "f", suffix, "argparse.py", s).result()
+        assert not landed.short and landed.n_prompt - landed.n_reused >= unread
+    finally:
+        w.engine.prompt_ms = rate
+
+
 def test_a_background_read_stops_within_one_chunk_of_a_request(engine):
     tokens = engine.tokenize(SOURCE)[:1200]
     engine.reset()
