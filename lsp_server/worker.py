@@ -328,6 +328,10 @@ class ModelWorker:
             # What the window holds beyond this prompt is another place's (saved by prepare if
             # worth it): attention spans every used cell, so it would slow the short read 3x.
             engine.truncate(reusable, WINDOW)
+        else:
+            # The full prompt of where the cursor is gets read now: a read left pending for the
+            # place before would evict it between keystrokes (it cost the next keystroke 190 ms).
+            self._ahead = None
         sources = [engine.tokenize(req.suffix[:4000], parse_special=False)]  # text worth copying from
         sources += [engine.tokenize(o.text[-LOOKUP_CHARS:], parse_special=False) for o in req.others[:LOOKUP_FILES]]
         cpu0 = time.thread_time()

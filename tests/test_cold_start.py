@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from lsp_server.settings import Settings
-from lsp_server.worker import MIN_SHORT_TOKENS, READ_CHUNK, ModelWorker
+from lsp_server.worker import MIN_SHORT_TOKENS, READ_CHUNK, ModelWorker, Request
 from speculative.convert import converted_path, weights_path
 from speculative.engine import WINDOW, Engine
 from speculative.errors import Cancelled
@@ -72,8 +72,6 @@ def test_a_long_prompt_is_answered_from_a_short_one_and_read_in_the_background(w
 
 
 def w_req(w: ModelWorker, prefix: str, suffix: str, s: Settings):
-    from lsp_server.worker import Request
-
     return Request(prefix, suffix, "argparse.py", s, threading.Event())
 
 
@@ -121,6 +119,28 @@ def test_typing_on_stays_on_the_short_prompt_while_more_than_a_chunk_is_unread(w
         w.engine.prompt_ms = rate
 
 
+def test_a_full_answer_elsewhere_drops_the_read_pending_for_the_place_left(worker, caplog):
+    """Land at A (a short answer; A's full prompt pending), then at once at B, whose prompt fits
+    the budget: B is read whole, and A's read must not follow and evict it."""
+    w, s = worker, settings(150)
+    a, b = place(40), place(10)
+    w.engine.reset()
+    w.windows.clear()
+    caplog.set_level(logging.DEBUG, logger="specfill")
+    rate, w.engine.prompt_ms = w.engine.prompt_ms, 1.0
+    try:
+        assert w.complete(*a, "argparse.py", s).result().short
+        small = (b[0][-300:], "")
+        r = w.complete(*small, "other.py", s).result()
+    finally:
+        w.engine.prompt_ms = rate
+    assert not r.short
+    time.sleep(0.3)
+    assert not w.reading and not [m for m in reads_logged(caplog) if m.endswith("done")]
+    full_b = w._full_prompt(Request(*small, "other.py", s, threading.Event())).tokens
+    assert w.engine.held(WINDOW)[: len(full_b)] == full_b
+
+
 def test_a_background_read_stops_within_one_chunk_of_a_request(engine):
     tokens = engine.tokenize(SOURCE)[:1200]
     engine.reset()
@@ -139,16 +159,14 @@ def test_a_background_read_stops_within_one_chunk_of_a_request(engine):
 def test_a_request_stops_a_read_ahead_and_the_read_goes_on_after_it(worker):
     w = worker
     s = settings(150)
-    a, b = place(60), place(10)
+    a = place(60)
     w.engine.reset()
     w.read_ahead(*a, "argparse.py", s)
-    time.sleep(0.3)
+    time.sleep(0.1)
     before = w.read_ahead_tokens
     t0 = time.perf_counter()
-    # A small prompt elsewhere, read whole (else, on a slow machine, its own full prompt would
-    # become the one to read in the background).
-    r = w.complete(b[0][-300:], "", "other.py", settings(0)).result()
-    assert r.tokens and time.perf_counter() - t0 < 5
+    r = w.complete(*a, "argparse.py", s).result()  # typing where the cursor rests, before the read is done
+    assert r.short and r.tokens and time.perf_counter() - t0 < 5
     wait_read(w)
     assert w.read_ahead_tokens > before + READ_CHUNK
     full = w._full_prompt(w_req(w, *a, s)).tokens
