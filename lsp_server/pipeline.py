@@ -60,6 +60,10 @@ class Inflight:
         if self.future.done() or self.cancel.is_set() or suffix != self.suffix or not prefix.startswith(self.prefix):
             return False  # a cancelled flight is ending with what it has: joining it would give nothing
         typed = prefix[len(self.prefix):]
+        if typed and not self.text:
+            # Nothing generated yet says nothing about what was typed since; joining a flight
+            # about to end empty left that keystroke with nothing (a ready "ese" after "Th").
+            return False
         return self.text.startswith(typed) or typed.startswith(self.text)
 
 

@@ -1,7 +1,10 @@
 """Type-through cache and the early-answer line split."""
 
+import asyncio
+import threading
+
 from lsp_server.cache import TypeThroughCache
-from lsp_server.pipeline import first_complete_line
+from lsp_server.pipeline import Inflight, first_complete_line
 
 
 def test_typing_what_was_suggested_is_answered_from_the_cache():
@@ -27,3 +30,19 @@ def test_first_complete_line():
     assert first_complete_line("foo(x)\nbar") == "foo(x)"
     assert first_complete_line("\n    x = 1\n  y") == "\n    x = 1"
     assert first_complete_line("\n\n") is None
+
+
+def test_a_keystroke_joins_a_generation_in_flight_only_when_its_text_agrees():
+    async def check():
+        flight = Inflight("x = T", "\n", threading.Event(), asyncio.get_running_loop().create_future())
+        assert flight.agrees_with("x = T", "\n")  # the same place asked again
+        # Nothing generated yet: it may well end empty, and a new generation would answer "Th".
+        assert not flight.agrees_with("x = Th", "\n")
+        flight.text = "ree"
+        assert not flight.agrees_with("x = Th", "\n")  # typed something else
+        flight.text = "hese"
+        assert flight.agrees_with("x = Th", "\n") and flight.agrees_with("x = These a", "\n")
+        assert not flight.agrees_with("x = Th", "")  # the text after the cursor changed
+        flight.future.set_result(None)
+        assert not flight.agrees_with("x = Th", "\n")  # over: its answer is in the cache
+    asyncio.run(check())
