@@ -263,6 +263,13 @@ class ModelWorker:
         with self._submitted_lock:
             self._submitted += 1
         self._cancel.set()
+        self._stop_reading()
+
+    def _stop_reading(self) -> None:
+        """A background read stops inside its decode, not at the end of its chunk (30-60 ms)."""
+        engine = self.engine
+        if engine is not None:
+            engine.stop_reading()
 
     def complete(self, prefix: str, suffix: str, path: str, settings: Settings,
                  cancel: threading.Event | None = None,
@@ -277,7 +284,8 @@ class ModelWorker:
     def read_ahead(self, prefix: str, suffix: str, path: str, settings: Settings,
                    others: tuple[ContextFile, ...] = ()) -> None:
         """The cursor rests here: read this place's full prompt while idle (specfill/didFocus)."""
-        focus = self._focus = self._focus + 1  # a read of the place the cursor left ends at its next chunk
+        focus = self._focus = self._focus + 1  # a read of the place the cursor left ends now
+        self._stop_reading()
 
         def plan() -> None:
             if self.engine is None or self._yield(focus).is_set():
@@ -478,6 +486,7 @@ class ModelWorker:
         """Ask the running work to end at its next step; does not wait."""
         self._stop.set()
         self._cancel.set()
+        self._stop_reading()
 
     def shutdown(self) -> None:
         self.stop()

@@ -45,6 +45,22 @@ llama_cpp.llama_log_set(_quiet_log, ctypes.c_void_p(0))
 llama_cpp.llama_backend_init()
 
 
+def _flag_is_set():
+    """An abort callback that needs no Python: C's strlen on a flag byte (a nonzero length,
+    returned as a C bool, is true). llama.cpp asks it after every node of a decode's graph
+    (~650 a decode) from its compute thread; a Python callback took the GIL each time, and
+    with another thread running Python a background read fell from 1,200 to 29 tok/s here
+    (strlen: 488, that thread taking one of the two cores). None where there is no libc."""
+    try:
+        strlen = ctypes.CDLL(None).strlen
+    except (OSError, AttributeError, TypeError):
+        return None
+    return llama_cpp.ggml_abort_callback(ctypes.cast(strlen, ctypes.c_void_p).value)
+
+
+_FLAG_IS_SET = _flag_is_set()
+
+
 class StopFlag(Protocol):
     """What eval and read look at between chunks: a threading.Event, or anything with is_set()."""
 
@@ -108,6 +124,15 @@ class Engine(Vocab):
         self.n_ubatch = n_ubatch
         self.n_threads = threads
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
+        # A read can be stopped inside a decode, not only between chunks: a keystroke waited
+        # 30-60 ms for a 32-token chunk to end. The flag is set only while a read runs
+        # (stop_reading, under the lock), so a generation's decode is never aborted.
+        self._stop_read = ctypes.create_string_buffer(2)  # byte 0 nonzero: abort; byte 1 ends it
+        self._reading = False
+        self._read_lock = threading.Lock()
+        if _FLAG_IS_SET is not None:
+            llama_cpp.llama_set_abort_callback(self._ctx, _FLAG_IS_SET,
+                                               ctypes.cast(self._stop_read, ctypes.c_void_p))
         self._seqs: dict[int, list[int]] = {WINDOW: [], SHORT: []}  # tokens whose K/V each holds, in order
         self.decode_steps = 0  # llama_decode calls, ever: lets tests see work stop
         self.prompt_ms = 0.0  # measured ms per prompt token (running), 0 until seen
@@ -172,6 +197,10 @@ class Engine(Vocab):
             t0 = time.perf_counter()
             rc = llama_cpp.llama_decode(self._ctx, b)
             self.decode_steps += 1
+            if rc == 2:  # aborted by stop_reading: llama.cpp dropped the unfinished ubatch
+                kept = llama_cpp.llama_memory_seq_pos_max(self._mem, seq) + 1 - base
+                held.extend(part[:max(0, kept)])
+                raise Cancelled(f"stopped within {len(part)} tokens after {base} prompt tokens")
             if rc != 0:
                 self.forget(seq)
                 raise ModelError(f"llama_decode failed with code {rc}")
@@ -260,12 +289,28 @@ class Engine(Vocab):
 
     def read(self, prompt: Sequence[int], cancel: StopFlag, seq: int = WINDOW, chunk: int = 64) -> int:
         """Read `prompt` into `seq` without logits, `chunk` tokens a decode, stopping (with
-        Cancelled, progress kept) at the first chunk after `cancel` is set; the tokens read."""
+        Cancelled, progress kept) at the first chunk after `cancel` is set, or inside the
+        decode on stop_reading; the tokens read."""
         common = self.common_prefix(prompt, seq)
         self.truncate(common, seq)
         rest = list(prompt[common:-1])  # the last token is read by the request, for its logits
-        self.eval(rest, cancel=cancel, seq=seq, chunk=chunk)
+        with self._read_lock:
+            self._reading, self._stop_read[0] = True, b"\0"
+        try:
+            # `cancel` is looked at before each chunk, so a stop_reading that came before the
+            # flag was cleared above is not lost.
+            self.eval(rest, cancel=cancel, seq=seq, chunk=chunk)
+        finally:
+            with self._read_lock:
+                self._reading, self._stop_read[0] = False, b"\0"
         return len(rest)
+
+    def stop_reading(self) -> None:
+        """Stop a running `read` now, inside its decode (from any thread; no-op otherwise).
+        The caller also sets the read's `cancel`, which the read sees between chunks."""
+        with self._read_lock:
+            if self._reading:
+                self._stop_read[0] = b"\1"
 
     # -- generation ---------------------------------------------------------------
     def generate(self, prompt: Sequence[int], **kwargs) -> GenerationResult:

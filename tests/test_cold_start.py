@@ -13,6 +13,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from lsp_server.settings import Settings
@@ -154,6 +155,43 @@ def test_a_background_read_stops_within_one_chunk_of_a_request(engine):
     reader.join()
     assert 0 <= len(engine.held(WINDOW)) - at_stop <= 32 < len(tokens) - at_stop
     assert engine.held(WINDOW) == tokens[: len(engine.held(WINDOW))]  # what was read stays read
+
+
+def test_stop_reading_stops_a_read_inside_its_decode_and_what_it_keeps_is_exact(engine, model_path):
+    tokens = engine.tokenize(SOURCE)[:400]
+    never = threading.Event()  # the read would otherwise stop only between chunks
+    engine.reset()
+    engine.read(tokens[:41], never)  # 40 tokens held: the stopped read must keep them
+    engine.stop_reading()  # no read runs: nothing happens, now or later
+    assert engine.generate(tokens[:41], max_tokens=4).stop_reason != "cancelled"
+    done = threading.Event()
+
+    def stopper() -> None:
+        while not done.is_set():
+            engine.stop_reading()
+            time.sleep(0.002)
+
+    helper = threading.Thread(target=stopper)
+    steps = engine.decode_steps
+    helper.start()
+    try:
+        with pytest.raises(Cancelled):
+            engine.read(tokens, never, chunk=engine.n_batch)  # one decode of 128 tokens, then more
+    finally:
+        done.set()
+        helper.join()
+    assert engine.decode_steps == steps + 1  # stopped inside its first decode
+    held = engine.held(WINDOW)
+    assert 41 <= len(held) < 41 + engine.n_batch and held == tokens[: len(held)]
+    # What the stopped read kept is exact: reading on gives a fresh evaluation's logits.
+    kept = len(held)
+    logits, reused = engine.prefill(tokens)
+    assert reused == kept
+    fresh = Engine(model_path, n_ctx=2048)
+    try:
+        np.testing.assert_allclose(logits, fresh.prefill(tokens)[0], atol=1e-3, rtol=0)
+    finally:
+        fresh.close()
 
 
 def test_a_request_stops_a_read_ahead_and_the_read_goes_on_after_it(worker):
