@@ -198,8 +198,9 @@ class Engine(Vocab):
             rc = llama_cpp.llama_decode(self._ctx, b)
             self.decode_steps += 1
             if rc == 2:  # aborted by stop_reading: llama.cpp dropped the unfinished ubatch
-                kept = llama_cpp.llama_memory_seq_pos_max(self._mem, seq) + 1 - base
-                held.extend(part[:max(0, kept)])
+                now = llama_cpp.llama_memory_seq_pos_max(self._mem, seq) + 1
+                del held[min(now, base):]
+                held.extend(part[:max(0, now - base)])
                 raise Cancelled(f"stopped within {len(part)} tokens after {base} prompt tokens")
             if rc != 0:
                 self.forget(seq)
