@@ -45,7 +45,7 @@ llama_cpp.llama_log_set(_quiet_log, ctypes.c_void_p(0))
 llama_cpp.llama_backend_init()
 
 
-def _flag_is_set():
+def _flag_is_set() -> llama_cpp.ggml_abort_callback | None:
     """An abort callback that needs no Python: C's strlen on a flag byte (a nonzero length,
     returned as a C bool, is true). llama.cpp asks it after every node of a decode's graph
     (~650 a decode) from its compute thread; a Python callback took the GIL each time, and
@@ -127,7 +127,7 @@ class Engine(Vocab):
         # A read can be stopped inside a decode, not only between chunks: a keystroke waited
         # 30-60 ms for a 32-token chunk to end. The flag is set only while a read runs
         # (stop_reading, under the lock), so a generation's decode is never aborted.
-        self._stop_read = ctypes.create_string_buffer(2)  # byte 0 nonzero: abort; byte 1 ends it
+        self._stop_read = ctypes.create_string_buffer(2)  # byte 0 nonzero: abort (byte 1 ends the string)
         self._reading = False
         self._read_lock = threading.Lock()
         if _FLAG_IS_SET is not None:
