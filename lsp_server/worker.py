@@ -3,8 +3,9 @@
 A request is served from the full prompt when its uncached part can be read within
 `completion.promptBudgetMs` (from the measured prompt rate); otherwise from a short prompt of
 the lines nearest the cursor, on a sequence of its own, while the full prompt is read in the
-background between requests (any request stops that at the next chunk). Typing on where the
-short prompt answers, it keeps answering until at most a chunk of the full one is unread.
+background between requests (any request stops that at once, inside its decode). Typing on
+where the short prompt answers, it keeps answering until at most a chunk of the full one is
+unread.
 Places the user left stay warm (speculative/windows.py), and their context stays pinned, so
 coming back reads nothing again.
 """

@@ -1,5 +1,5 @@
 """Landing somewhere new: the prompt-time budget (a short prompt at once, the full one read in
-the background), read-ahead stopped by a real request within one chunk, places kept warm, the
+the background), read-ahead stopped by a real request (inside its decode), places kept warm, the
 weights converted once, and llama.cpp's extra buffer types taken out by name."""
 
 from __future__ import annotations
