@@ -350,7 +350,7 @@ class ModelWorker:
                                  drafter=self.drafter(s.speculation.method), costs=self.costs,
                                  extra_sources=sources, max_draft=s.speculation.max_draft,
                                  heal=self._heal(prompt.heal), min_confidence=s.completion.min_confidence,
-                                 seq=prompt.seq)
+                                 index=self._pieces, seq=prompt.seq)
         result.short = short
         if req.candidates > 1 and result.tokens and not req.cancel.is_set():
             # Alternatives about as long as the greedy one, all advancing in one batch a token.

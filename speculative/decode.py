@@ -27,7 +27,7 @@ import numpy as np
 from speculative.cost_model import CostModel
 from speculative.drafters import Drafter
 from speculative.errors import Cancelled
-from speculative.heal import Heal
+from speculative.heal import Heal, PieceIndex
 from speculative.output import Output
 
 WINDOW = 0  # the engine's sequence of full prompts (engine.WINDOW; engine imports this module)
@@ -64,17 +64,29 @@ def clamp_max_tokens(max_tokens: int, n_ctx: int) -> int:
     return max(1, min(max_tokens, n_ctx // 2))
 
 
+Pick = tuple[int, float, int]  # token, its probability, how many of its bytes the model is sure of
+
+
 class Picker:
     """The target's choice from a logits row, under the healing constraint while it lasts,
-    and its probability (only computed when someone reads it)."""
+    and its probability (only computed when someone reads it).
 
-    def __init__(self, temperature: float, seed: int, heal: Heal | None, with_probs: bool) -> None:
+    When that probability is below `min_confidence`, the pick also says how many leading bytes
+    of the token the model is sure of: BPE spreads one text over several tokens (` '`, ` '/`,
+    ` '/'`; `collect`, `collection`), so a text can be likely while no single token of it is.
+    The bytes are the longest prefix of the chosen token whose tokens together reach
+    `min_confidence`; -1 when the token itself does."""
+
+    def __init__(self, temperature: float, seed: int, heal: Heal | None, with_probs: bool,
+                 index: PieceIndex | None = None, token_bytes: Callable[[int], bytes] | None = None,
+                 min_confidence: float = 0.0) -> None:
         self.temperature = temperature
         self.rng = np.random.default_rng(seed) if temperature > 0 else None
         self.heal = heal
-        self.with_probs = with_probs
+        self.with_probs = with_probs or min_confidence > 0
+        self.index, self.token_bytes, self.min_confidence = index, token_bytes, min_confidence
 
-    def pick(self, row: np.ndarray) -> tuple[int, float]:
+    def pick(self, row: np.ndarray) -> Pick:
         allowed = self.heal.allowed() if self.heal is not None else None
         scores = row if allowed is None else row[allowed]
         if self.temperature <= 0:
@@ -84,12 +96,29 @@ class Picker:
             p = np.exp(z, dtype=np.float64)
             i = int(self.rng.choice(scores.size, p=p / p.sum()))
         tok = i if allowed is None else int(allowed[i])
-        prob = 1.0
+        prob, sure = 1.0, -1
         if self.with_probs:  # softmax at the chosen index, over what was allowed
-            prob = float(1.0 / np.exp(scores - scores[i], dtype=np.float64).sum())
+            total = float(np.exp(scores - scores[i], dtype=np.float64).sum())
+            prob = 1.0 / total
+            if prob < self.min_confidence:
+                sure = self._sure_bytes(row, tok, total)
         if self.heal is not None:
             self.heal.advance(tok)
-        return tok, prob
+        return tok, prob, sure
+
+    def _sure_bytes(self, row: np.ndarray, tok: int, total: float) -> int:
+        """The longest prefix of `tok`'s bytes, past the text still to reproduce, whose tokens
+        together reach min_confidence (every token starting with it is allowed, so `total`
+        normalizes them as it did `tok`); 0 when there is none."""
+        if self.index is None or self.token_bytes is None:
+            return 0
+        piece = self.token_bytes(tok)
+        fixed = len(self.heal.rest) if self.heal is not None else 0
+        for n in range(len(piece) - 1, fixed, -1):
+            ids = self.index.starting(piece[:n])
+            if float(np.exp(row[ids] - row[tok], dtype=np.float64).sum()) / total >= self.min_confidence:
+                return n
+        return 0
 
 
 def _top2_gap(row: np.ndarray) -> float:
@@ -98,7 +127,7 @@ def _top2_gap(row: np.ndarray) -> float:
 
 
 def verify(rows: Sequence[np.ndarray], proposal: Sequence[int], picker: Picker,
-           emit: Callable[[int, float], bool]) -> tuple[int, tuple[int, float] | None]:
+           emit: Callable[[int, float, int], bool]) -> tuple[int, Pick | None]:
     """Accept drafted tokens while each is the target's own choice; (accepted, next pending).
 
     rows[i] is the target's distribution after proposal[:i]; the target's choice from it is
@@ -120,9 +149,11 @@ def generate(engine, prompt: Sequence[int], *, max_tokens: int = 64, stop: Seque
              on_text: Callable[[str], None] | None = None, drafter: Drafter | None = None,
              costs: CostModel | None = None, temperature: float = 0.0, seed: int = 0,
              extra_sources: Sequence[Sequence[int]] = (), max_draft: int = 31, trace: bool = False,
-             heal: Heal | None = None, min_confidence: float = 0.0, seq: int = WINDOW) -> GenerationResult:
+             heal: Heal | None = None, min_confidence: float = 0.0, index: PieceIndex | None = None,
+             seq: int = WINDOW) -> GenerationResult:
     """Generate from `prompt` on `engine`'s sequence `seq`; with a drafter, verify its drafts in
-    batches. With `heal`, the output first reproduces its text (not part of `text`)."""
+    batches. With `heal`, the output first reproduces its text (not part of `text`). With
+    `index` (or heal's), a doubted token is cut to the part of it the model is sure of."""
     if drafter is not None and costs is None:
         raise ValueError("speculation needs a cost model (speculative.cost_model.load_cost_model)")
     t0 = time.perf_counter()
@@ -138,21 +169,22 @@ def generate(engine, prompt: Sequence[int], *, max_tokens: int = 64, stop: Seque
     seq_tokens[: len(prompt)] = prompt
     n = len(prompt)
     out = Output(engine.token_bytes, stop, max_tokens, on_text, skip=len(healed), min_confidence=min_confidence)
-    picker = Picker(temperature, seed, heal, with_probs=min_confidence > 0 or trace)
+    picker = Picker(temperature, seed, heal, with_probs=trace, min_confidence=min_confidence,
+                    index=index or (heal.index if heal is not None else None), token_bytes=engine.token_bytes)
     res = GenerationResult("", [], "", len(prompt), reused, 0.0, 0.0, 0, healed=healed.decode("utf-8", "replace"))
     if drafter is not None:
         drafter.begin(extra_sources)
 
-    def emit(tok: int, prob: float) -> bool:
+    def emit(tok: int, prob: float, sure: int) -> bool:
         nonlocal n
         before = len(out.tokens)
-        alive = out.emit(tok, engine.is_eog(tok), prob)
+        alive = out.emit(tok, engine.is_eog(tok), prob, sure)
         if len(out.tokens) > before:
             seq_tokens[n] = tok
             n += 1
         return alive
 
-    pending: tuple[int, float] | None = picker.pick(logits)  # the next token, not yet in the KV cache
+    pending: Pick | None = picker.pick(logits)  # the next token, not yet in the KV cache
     res.ttft_ms = (time.perf_counter() - t0) * 1000
     if trace:
         res.trace.append({"token": pending[0], "argmax": int(np.argmax(logits)), "gap": _top2_gap(logits), "step": 0})

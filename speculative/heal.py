@@ -27,13 +27,17 @@ class PieceIndex:
         for p, t in order:
             self.exact.setdefault(p, []).append(t)
 
+    def starting(self, prefix: bytes) -> np.ndarray:
+        """Tokens whose bytes start with `prefix`."""
+        lo = bisect.bisect_left(self.keys, prefix)
+        after = _successor(prefix)  # keys starting with prefix sort in [prefix, after)
+        hi = bisect.bisect_left(self.keys, after) if after is not None else len(self.keys)
+        return self.ids[lo:hi]
+
     @functools.lru_cache(maxsize=64)  # noqa: B019 (one index per model, kept for its life)
     def allowed(self, rest: bytes) -> np.ndarray:
         """Tokens whose bytes start with `rest`, or are a proper prefix of it."""
-        lo = bisect.bisect_left(self.keys, rest)
-        after = _successor(rest)  # keys starting with rest sort in [rest, after)
-        hi = bisect.bisect_left(self.keys, after) if after is not None else len(self.keys)
-        parts = [self.ids[lo:hi]]
+        parts = [self.starting(rest)]
         parts += [np.array(self.exact[rest[:i]], dtype=np.int32) for i in range(1, len(rest)) if rest[:i] in self.exact]
         return np.concatenate(parts)
 

@@ -18,7 +18,8 @@ class Output:
     `skip` bytes at the start of the output are not text of the suggestion: token healing
     regenerates the end of what the user typed, and only what follows it is the suggestion
     (and counts against max_tokens). A token of the suggestion whose probability is below
-    `min_confidence` is not taken: generation ends before it.
+    `min_confidence` is not taken: generation ends before it, with the part of it the model is
+    sure of (see decode.Picker).
     """
 
     def __init__(self, token_bytes: Callable[[int], bytes], stop: Sequence[str], max_tokens: int,
@@ -36,8 +37,9 @@ class Output:
         """Suggestion tokens that may still be emitted."""
         return self.max_tokens - (len(self.tokens) - self.healing)
 
-    def emit(self, tok: int, is_eog: bool, prob: float = 1.0) -> bool:
-        """Append one token; False once generation must stop."""
+    def emit(self, tok: int, is_eog: bool, prob: float = 1.0, sure: int = -1) -> bool:
+        """Append one token; False once generation must stop. A token below min_confidence is
+        not taken, but its first `sure` bytes are: the part of it the model is sure of."""
         if is_eog:
             self.reason = "eog"
             return False
@@ -46,16 +48,23 @@ class Output:
             self.healing += 1
         elif prob < self.min_confidence:
             self.reason = "confidence"  # the suggestion ends before a token the model doubts
+            if sure > 0:
+                self._extend(piece[:sure])
             return False
         self.tokens.append(tok)
         self.probs.append(prob)
-        self._bytes += piece
-        new, hit = cut_at_stop(self._bytes[self.skip:].decode("utf-8", errors="replace"), self.stop)
-        if hit:
-            self.reason = "stop"
-        if self.on_text and new != self.text and not new.endswith("\ufffd"):
-            self.on_text(new)
-        self.text = new
+        self._extend(piece)
         if self.reason is None and self.room() <= 0:
             self.reason = "max_tokens"
         return self.reason is None
+
+    def _extend(self, data: bytes) -> None:
+        self._bytes += data
+        new, hit = cut_at_stop(self._bytes[self.skip:].decode("utf-8", errors="replace"), self.stop)
+        if hit:
+            self.reason = "stop"
+        if self.reason == "confidence":  # a token's part may end inside a character
+            new = new.rstrip("\ufffd")
+        if self.on_text and new != self.text and not new.endswith("\ufffd"):
+            self.on_text(new)
+        self.text = new

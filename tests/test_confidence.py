@@ -1,6 +1,8 @@
 """Confidence: each emitted token keeps the target's probability of it; a suggestion is cut
 before the first token below completion.minConfidence, and none is shown when that is its
-first; the stats count both; and what follows a shown suggestion is generated into the cache."""
+first, except for the part of that token the model is sure of (the tokens starting with it
+together reach the threshold); the stats count both; and what follows a shown suggestion is
+generated into the cache."""
 
 from __future__ import annotations
 
@@ -10,6 +12,10 @@ import numpy as np
 import pytest
 from lsp_helpers import TEXT, URI, client_fixture, complete, end_of, field, insert, open_doc, stats, wait_ready
 from pytest_lsp import LanguageClient
+
+from speculative.decode import Picker
+from speculative.heal import Heal, PieceIndex
+from speculative.output import Output
 
 PROMPT = "import math\n\n\ndef area_of_circle(radius):\n    return math.pi * radius ** 2\n\n\ndef circumference("
 
@@ -39,6 +45,87 @@ def test_no_suggestion_when_its_first_token_is_doubted(engine):
     full = engine.generate(ids, max_tokens=4, trace=True)
     hidden = engine.generate(ids, max_tokens=4, min_confidence=full.probs[0] + 1e-6)
     assert hidden.stop_reason == "confidence" and hidden.tokens == [] and hidden.text == ""
+
+
+# A toy vocabulary where the likeliest token is doubted but its first two bytes are not.
+PIECES = [b"x", b" '", b" '/'", b" '/", b" '*", b" ", b"\xc3\xa9t\xc3\xa9"]
+PROBS = [0.25, 0.22, 0.30, 0.08, 0.05, 0.02, 0.08]
+
+
+def _pick(pieces, probs, min_confidence, heal=b""):
+    index = PieceIndex(pieces)
+    picker = Picker(0.0, 0, Heal(index, pieces, heal) if heal else None, False, index=index,
+                    token_bytes=pieces.__getitem__, min_confidence=min_confidence)
+    tok, prob, sure = picker.pick(np.log(np.array(probs)))
+    out = Output(pieces.__getitem__, [], 16, skip=len(heal), min_confidence=min_confidence)
+    alive = out.emit(tok, False, prob, sure)
+    return pieces[tok], prob, sure, alive, out
+
+
+def test_a_doubted_token_gives_the_part_of_it_the_model_is_sure_of():
+    # ` '/'` (0.30) is doubted, but ` '`, ` '/'`, ` '/`, ` '*` together are 0.65.
+    piece, prob, sure, alive, out = _pick(PIECES, PROBS, 0.4)
+    assert piece == b" '/'" and prob == pytest.approx(0.30) and sure == 2
+    assert not alive and out.reason == "confidence" and out.text == " '" and out.tokens == []
+    # ` '/` alone (0.38) stays below 0.39; ` '` passes it. Above 0.65 nothing is sure.
+    assert _pick(PIECES, PROBS, 0.39)[2] == 2
+    assert _pick(PIECES, PROBS, 0.3)[2] == -1  # the token itself is confident enough
+    *_, out = _pick(PIECES, PROBS, 0.7)
+    assert out.text == "" and out.reason == "confidence"
+
+
+def test_the_sure_part_is_measured_under_healing_and_never_ends_inside_a_character():
+    # Healing ` ` (typed): only tokens starting with it (or a prefix of it) are allowed, and
+    # renormalized; the sure part must reach past it, and the suggestion is what follows it.
+    piece, prob, sure, _, out = _pick(PIECES, PROBS, 0.5, heal=b" ")
+    assert piece == b" '/'" and prob == pytest.approx(0.30 / 0.67) and sure == 3  # ` '/` = 0.38/0.67
+    assert out.text == "'/"
+    # `été` is doubted and no prefix of it is sure: nothing; a sure part cut inside `é` is
+    # dropped to whole characters.
+    pieces, probs = [b"\xc3\xa9t\xc3\xa9", b"\xc3\xa9ta", b"\xc3\xa9te", b"z"], [0.35, 0.3, 0.05, 0.3]
+    piece, _, sure, _, out = _pick(pieces, probs, 0.6)
+    assert piece == "été".encode() and sure == 3 and out.text == "ét"
+    *_, out = _pick(pieces, probs, 0.6, heal="é".encode())
+    assert out.text == "t"  # ét- = 0.7 of what the healing allows
+
+
+TABLE = "".join(f"    {kind:<10} {text:<13} (1, {a}) (1, {b})\n" for kind, text, a, b in [
+    ("NUMBER", "'1'", 4, 5), ("OP", "'//'", 5, 7), ("NUMBER", "'1'", 7, 8), ("OP", "'*'", 8, 9),
+    ("NUMBER", "'1'", 9, 10), ("OP", "'/'", 10, 11), ("NUMBER", "'5'", 11, 12)]) + "    OP"
+
+
+def test_a_real_model_shows_what_it_is_sure_of_and_it_is_the_start_of_its_greedy_text(engine):
+    """Token by token the model doubts what follows `OP` and its spaces (` '/'`, ` '` and others
+    share the quote), but the text it is sure of is shown: a prefix of what plain greedy
+    decoding writes."""
+    index = PieceIndex(engine.pieces())
+    ids = engine.tokenize(TABLE, parse_special=False)
+    greedy = engine.generate(ids, max_tokens=8)
+    before = engine.generate(ids, max_tokens=8, min_confidence=0.4)
+    after = engine.generate(ids, max_tokens=8, min_confidence=0.4, index=index)
+    assert after.stop_reason == before.stop_reason == "confidence" and after.tokens == before.tokens
+    assert len(after.text) > len(before.text) and greedy.text.startswith(after.text)
+    # The part shown of the doubted token: every token starting with it together reaches 0.4.
+    doubted = greedy.tokens[len(before.tokens)]
+    part = after.text[len(before.text):].encode()
+    assert engine.token_bytes(doubted).startswith(part) and part != engine.token_bytes(doubted)
+    engine.reset()
+    logits, _ = engine.prefill(ids + before.tokens)
+    p = np.exp(logits - logits.max())
+    p /= p.sum()
+    assert p[doubted] < 0.4 <= p[index.starting(part)].sum()
+
+
+sure = client_fixture({"specfill": {"completion": {"debounceMs": 0, "afterAccept": False}}})
+
+
+@pytest.mark.asyncio
+async def test_the_server_shows_the_text_the_model_is_sure_of_at_the_default_threshold(sure: LanguageClient):
+    """Spaces alone would be no suggestion: the quote after them, sure as text, makes one."""
+    await wait_ready(sure)
+    open_doc(sure, TABLE)
+    items = (await complete(sure, *end_of(TABLE), invoked=False)).items
+    assert items and items[0].insert_text.strip().startswith("'")
 
 
 doubting = client_fixture({"specfill": {"completion": {"debounceMs": 0, "minConfidence": 0.999999,
