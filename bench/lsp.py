@@ -58,6 +58,7 @@ class Tally:
     latencies: list[float] = field(default_factory=list)  # every request
     warm: list[float] = field(default_factory=list)  # requests after the case's first suggestion
     first: list[float] = field(default_factory=list)  # first suggestion after landing, per case
+    first_text: list[str] = field(default_factory=list)  # and its text ("" when none came)
     first_answer: list[float] = field(default_factory=list)  # the landing keystroke's answer, empty or not
     never: int = 0  # cases where no suggestion arrived while typing
 
@@ -126,6 +127,7 @@ async def _case(client, n: int, case: dict, key_ms: float, tally: Tally, warm: b
             tally.shown += 1
             if first is None:
                 first = arrived.setdefault("t", time.perf_counter()) - landed
+                tally.first_text.append(suggestion)
             rest = middle[typed:]
             if continues(suggestion, rest):
                 tally.useful += 1
@@ -146,6 +148,7 @@ async def _case(client, n: int, case: dict, key_ms: float, tally: Tally, warm: b
             tally.warm.append(ms * 1000)
     if first is None:
         tally.never += 1
+        tally.first_text.append("")
         tally.first.append((done_at - landed) * 1000)  # censored: at least this long
     else:
         tally.first.append(first * 1000)
@@ -171,7 +174,10 @@ async def _run(cases: list[dict], key_ms: float, settings: dict, warm: bool, foc
         "focus": focus, "accept": accept, "settings": settings, "wall_s": time.perf_counter() - t0,
         "first_suggestion_ms": {"p50": pct(tally.first, 0.5), "p95": pct(tally.first, 0.95),
                                 "max": max(tally.first, default=0.0), "never": tally.never,
-                                "cases": [round(ms) for ms in tally.first]},
+                                "cases": [round(ms) for ms in tally.first], "texts": tally.first_text,
+                                # a one-character first suggestion is right or wrong as any other,
+                                # but saves little: how many there are, to read the figure by
+                                "one_char": sum(len(t.strip()) == 1 for t in tally.first_text)},
         # The landing keystroke's answer, shown or not: latency alone, apart from what the
         # confidence cut hides (then the first suggestion comes a keystroke or more later).
         "first_answer_ms": {"p50": pct(tally.first_answer, 0.5), "p95": pct(tally.first_answer, 0.95),

@@ -30,3 +30,7 @@ def test_bench_lsp_reports_the_schema_with_no_errors(tmp_path):
     assert report["errors"] == 0
     assert 0 <= report["cache_hit_rate"] <= 1 and 0 <= report["useful"] <= 1
     assert report["server"]["build"] == "llamafile-off"
+    first = report["first_suggestion_ms"]
+    assert len(first["texts"]) == len(first["cases"]) == 1
+    assert first["one_char"] == sum(len(t.strip()) == 1 for t in first["texts"])
+    assert bool(first["texts"][0].strip()) == (first["never"] == 0)
