@@ -194,9 +194,9 @@ async def _run(cases: list[dict], key_ms: float, settings: dict, warm: bool, foc
         "errors": tally.errors + stats["errors"],
         "server_peak_rss_mb": peak_rss,
         "connections_per_100_keystrokes": 100 * remote.get("connections", 0) / k if remote else None,
-        "server": {key: stats.get(key) for key in ("requests", "cache_hits", "superseded", "short", "healed", "hidden",
-                                                   "cut", "acceptance_rate", "model", "model_file", "extra_buffers",
-                                                   "prompt_tok_s", "warm_windows", "read_ahead_tokens")}
+        "server": {key: stats.get(key) for key in (
+            "requests", "cache_hits", "superseded", "short", "healed", "hidden", "cut", "words", "acceptance_rate",
+            "model", "model_file", "extra_buffers", "prompt_tok_s", "warm_windows", "read_ahead_tokens")}
                   | {"build": stats["build"]["build"]},
     }
 

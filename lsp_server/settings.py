@@ -72,7 +72,9 @@ class CompletionSettings:
                             "continues the word instead of treating it as whole")
     min_confidence: float = _opt(0.4, "cut a suggestion before the first token the model gives less than this "
                                       "probability, keeping the part of that token it is sure of, and show none "
-                                      "when nothing is left; 0 = off", lo=0.0, hi=1.0)
+                                      "when nothing is left; mid-word, the word the file clearly uses most that "
+                                      "starts with what is typed and what is left completes it instead; 0 = off",
+                                 lo=0.0, hi=1.0)
     after_accept: bool = _opt(True, "while a suggestion is shown and the model is idle, generate what follows it, "
                                     "so accepting it shows the next suggestion at once")
     multiline: str = _opt("auto", "auto: multi-line only at the end of a line; always; never",

@@ -44,6 +44,7 @@ class Stats:
     healed: int = 0  # generations that regenerated a half-typed word
     hidden: int = 0  # suggestions not shown: the model doubted their first token (minConfidence)
     cut: int = 0  # suggestions cut before a doubted token
+    words: int = 0  # suggestions cut inside a word the file's words completed (lsp_server/words.py)
     after_accept: int = 0  # suggestions generated ahead, as if the one shown were accepted
     ttft_ms: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
     ttft_cold_ms: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
@@ -68,6 +69,7 @@ class Stats:
                 self.cut += 1
             else:
                 self.hidden += 1
+        self.words += result.stop_reason == "word"
 
     def report(self, extra: dict | None = None) -> dict:
         return {
@@ -77,6 +79,7 @@ class Stats:
             "ttft_cold_ms": {**percentiles(self.ttft_cold_ms), "n": len(self.ttft_cold_ms)},
             "ttft_warm_ms": {**percentiles(self.ttft_warm_ms), "n": len(self.ttft_warm_ms)},
             "short": self.short, "healed": self.healed, "hidden": self.hidden, "cut": self.cut,
+            "words": self.words,
             "after_accept": self.after_accept,
             "accepted_per_step": self.draft_accepted / self.spec_steps if self.spec_steps else 0.0,
             "acceptance_rate": self.draft_accepted / self.drafted if self.drafted else 0.0,

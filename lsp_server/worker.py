@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from lsp_server.postprocess import wants_single_line
 from lsp_server.remote import RemoteEngine, RemoteError
 from lsp_server.settings import Settings
+from lsp_server.words import complete_word
 from prompts import FAMILIES, ContextFile, PromptError, build_prompt, family_for, prompt_tokens
 from prompts.heal import heal_split
 from prompts.window import prefix_window, short_window, suffix_window
@@ -352,6 +353,8 @@ class ModelWorker:
                                  heal=self._heal(prompt.heal), min_confidence=s.completion.min_confidence,
                                  index=self._pieces, seq=prompt.seq)
         result.short = short
+        if result.stop_reason == "confidence" and (word := complete_word(result.text, req.prefix, req.suffix)):
+            result.text, result.stop_reason = word, "word"  # the model doubted mid-word: the file's word decides
         if req.candidates > 1 and result.tokens and not req.cancel.is_set():
             # Alternatives about as long as the greedy one, all advancing in one batch a token.
             alts = branch(engine, prompt.tokens, req.candidates - 1, min(max_tokens, len(result.tokens) + 4),

@@ -38,6 +38,7 @@ class GenerationResult:
     text: str  # what follows the cursor (the healed text is not part of it)
     tokens: list[int]
     stop_reason: str  # "eog" | "stop" | "max_tokens" | "budget" | "cancelled" | "confidence"
+    # (the server's "word": cut at a doubted token inside a word the file's words completed)
     n_prompt: int
     n_reused: int
     ttft_ms: float
