@@ -26,6 +26,7 @@ def test_no_word_when_none_stands_out_or_the_cursor_is_not_at_a_words_end():
     assert expected_word(USES + "x = r", "\n") == ""  # one character says too little
     assert expected_word(USES + "x = req", "uest\n") == ""  # inside a word: editing it
     assert expected_word(USES + "x = 12", "\n") == ""  # a number is no word
+    assert expected_word("a = feedback + feedback\nb = 0xfe", "\n") == ""  # nor is its tail
     assert expected_word("a = requests + request + request + request\nb = request", "\n") == ""  # the typed word
 
 
