@@ -49,7 +49,7 @@ class Output:
         elif prob < self.min_confidence:
             self.reason = "confidence"  # the suggestion ends before a token the model doubts
             if sure > 0:
-                self._extend(piece[:sure])
+                self._extend(piece[:sure], partial=True)
             return False
         self.tokens.append(tok)
         self.probs.append(prob)
@@ -58,12 +58,12 @@ class Output:
             self.reason = "max_tokens"
         return self.reason is None
 
-    def _extend(self, data: bytes) -> None:
+    def _extend(self, data: bytes, partial: bool = False) -> None:
         self._bytes += data
         new, hit = cut_at_stop(self._bytes[self.skip:].decode("utf-8", errors="replace"), self.stop)
         if hit:
             self.reason = "stop"
-        if self.reason == "confidence":  # a token's part may end inside a character
+        if partial:  # a token's part may end inside a character
             new = new.rstrip("\ufffd")
         if self.on_text and new != self.text and not new.endswith("\ufffd"):
             self.on_text(new)
