@@ -8,6 +8,7 @@ k = 0 is plain decoding, so speculation is only chosen when it is expected to wi
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import hashlib
 import json
@@ -21,36 +22,53 @@ from pathlib import Path
 
 from speculative.errors import Cancelled
 
-PROFILE_KS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32)
+# Every size to 17 rows: llama.cpp's repacked kernels take rows in groups of 4 and the rest
+# one by one, so costs climb in stairs (7 rows cost what 8 do) that interpolation would miss.
+PROFILE_KS = (*range(1, 18), 20, 24, 28, 32)
 MAX_VERIFY = PROFILE_KS[-1]
-PROFILE_VERSION = "v4-seqs"  # part of the cache key: a changed profile or engine is measured anew
+PROFILE_VERSION = "v5-interleaved"  # part of the cache key: a changed profile or engine is measured anew
+
+
+PROFILE_DEPTH = 1024  # tokens of context the table is measured after: a typical prompt
+# Attention reads the whole context for every row, so depth moves costs a lot (here, 16 rows:
+# 22 / 37 / 68 ms after 128 / 1,024 / 2,000 tokens; one row: 5.3 / 7.1 / 10.2 ms), and batched
+# rows more than one row. Drift is learned per band of depth: a short prompt and a long one
+# served in turn each keep their own, instead of one running mean swinging between them.
+DEPTH_BANDS = (512, 1536, 3072)
+
+
+def _key(n: int, depth: int | None) -> tuple[str, int]:
+    band = bisect.bisect_right(DEPTH_BANDS, PROFILE_DEPTH if depth is None else depth)
+    return ("one" if n == 1 else "batch"), band
 
 
 @dataclass
 class CostModel:
     verify_ms: dict[int, float]  # batch size (rows with logits) -> ms, profiled at load
     margin: float = 1.03  # a draft must beat plain by this factor: noise and Python overhead
-    live_ms: dict[int, float] = field(default_factory=dict)  # running means of real steps
-    live_n: dict[int, int] = field(default_factory=dict)
+    scale: dict[tuple[str, int], float] = field(default_factory=dict)  # running observed / profiled
+    seen: dict[tuple[str, int], int] = field(default_factory=dict)
     not_saved: str | None = None  # why the profiled table could not be cached (full or read-only disk)
 
-    def observe(self, n: int, ms: float) -> None:
-        """Learn from a real step: the context depth and the machine's load move the costs."""
-        seen = self.live_n.get(n, 0)
+    def observe(self, n: int, ms: float, depth: int | None = None) -> None:
+        """Learn from a real step, `depth` tokens into the context, how far costs have drifted
+        from the profile. One-row and batched steps drift apart (depth and a busy sibling core
+        weigh more on batched rows), so each keeps its own ratio per band of depth, learned from
+        every step of its kind: a rarely chosen size is priced from the others."""
+        key, ratio = _key(n, depth), ms / self._profiled(n)
+        seen = self.seen.get(key, 0)
         if seen:
-            ms = min(ms, 3 * self.live_ms[n])  # one stall must not make drafting look free
-        self.live_ms[n] = ms if not seen else 0.9 * self.live_ms[n] + 0.1 * ms
-        self.live_n[n] = seen + 1
+            ratio = min(ratio, 3 * self.scale[key])  # one stall must not make drafting look free
+        self.scale[key] = ratio if not seen else 0.9 * self.scale[key] + 0.1 * ratio
+        self.seen[key] = seen + 1
 
-    def cost(self, n: int) -> float:
-        """Cost of evaluating n rows: the running mean once seen 3 times, else the profile
-        (interpolated), scaled by how far real one-row steps have drifted from it."""
-        if self.live_n.get(n, 0) >= 3:
-            return self.live_ms[n]
-        base = self._profiled(n)
-        if self.live_n.get(1, 0) >= 3:
-            base *= self.live_ms[1] / self._profiled(1)
-        return base
+    def cost(self, n: int, depth: int | None = None) -> float:
+        """Cost of evaluating n rows `depth` tokens in: the profile (interpolated) times the
+        drift learned from three or more real steps of its kind at that depth; batched sizes
+        follow one-row drift until they have been seen."""
+        kind, band = _key(n, depth)
+        key = next((k for k in ((kind, band), ("one", band)) if self.seen.get(k, 0) >= 3), None)
+        return self._profiled(n) * (self.scale[key] if key else 1.0)
 
     def _profiled(self, n: int) -> float:
         ks = sorted(self.verify_ms)
@@ -63,18 +81,18 @@ class CostModel:
         top = ks[-1]
         return self.verify_ms[top] * n / top
 
-    def choose(self, ps: Sequence[float], draft_ms_per_token: float = 0.0) -> int:
+    def choose(self, ps: Sequence[float], draft_ms_per_token: float = 0.0, depth: int | None = None) -> int:
         """Draft length in 0..len(ps) with the most expected tokens per ms; 0 = do not draft.
 
         ps[i] is the chance that draft token i+1 is accepted given that those before it were:
         the step then yields 1 + ps[0] + ps[0]*ps[1] + ... tokens.
         """
-        best_k, best_rate = 0, self.margin / self.cost(1)
+        best_k, best_rate = 0, self.margin / self.cost(1, depth)
         expected, run = 1.0, 1.0
         for k, p in enumerate(ps[: MAX_VERIFY - 1], 1):
             run *= p
             expected += run
-            rate = expected / (self.cost(k + 1) + k * draft_ms_per_token)
+            rate = expected / (self.cost(k + 1, depth) + k * draft_ms_per_token)
             if rate > best_rate:
                 best_k, best_rate = k, rate
         return best_k
@@ -90,31 +108,32 @@ def _cache_key(model_path: Path, threads: int, build: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()[:24]
 
 
-def profile_verify_costs(engine, reps: int = 3, depth: int = 1024,
+def profile_verify_costs(engine, reps: int = 3, depth: int = PROFILE_DEPTH,
                          stop: threading.Event | None = None) -> dict[int, float]:
     """Median ms to evaluate k tokens with a logits row each, after `depth` tokens of context
     (attention makes each row dearer as the context grows; 1,024 is a typical prompt).
+    Each pass measures every size once, so a slow spell of the machine (a VM's neighbours)
+    lands on all sizes alike rather than bending the table's shape.
     `stop` (a server shutting down) ends it with Cancelled between evaluations."""
     depth = min(depth, engine.n_ctx // 2)
     seed = (engine.tokenize("def f(x):\n    return x + 1\n\n") * (depth // 4 + 1))[:depth]
     engine.reset()
     engine.eval(seed, cancel=stop)
     filler = seed[: MAX_VERIFY]
-    costs: dict[int, float] = {}
-    engine.eval(filler[:4], want_rows=range(4))  # warm-up
-    engine.truncate(len(seed))
-    for k in PROFILE_KS:
-        times = []
-        for _ in range(reps):
+    times: dict[int, list[float]] = {k: [] for k in PROFILE_KS}
+    for k in (1, 4, 16):  # warm-up
+        engine.eval(filler[:k], want_rows=range(k))
+        engine.truncate(len(seed))
+    for _ in range(reps):
+        for k in PROFILE_KS:
             if stop is not None and stop.is_set():
                 raise Cancelled("cost profile stopped")
             t0 = time.perf_counter()
             engine.eval(filler[:k], want_rows=range(k))
-            times.append((time.perf_counter() - t0) * 1000)
+            times[k].append((time.perf_counter() - t0) * 1000)
             engine.truncate(len(seed))
-        costs[k] = statistics.median(times)
     engine.reset()
-    return costs
+    return {k: statistics.median(v) for k, v in times.items()}
 
 
 def load_cost_model(engine, threads: int, build: str, refresh: bool = False,

@@ -196,7 +196,8 @@ def generate(engine, prompt: Sequence[int], *, max_tokens: int = 64, stop: Seque
         if budget_s is not None and time.perf_counter() - t0 > budget_s:
             out.reason = "budget"
             break
-        room = engine.n_ctx - len(engine.held(seq)) - 1
+        depth = len(engine.held(seq))
+        room = engine.n_ctx - depth - 1
         if room < 1:
             out.reason = "max_tokens"
             break
@@ -206,7 +207,7 @@ def generate(engine, prompt: Sequence[int], *, max_tokens: int = 64, stop: Seque
         t_step = time.perf_counter()
         rows = engine.eval([pending[0], *proposal], want_rows=range(len(proposal) + 1), seq=seq)
         if costs is not None:
-            costs.observe(len(proposal) + 1, (time.perf_counter() - t_step) * 1000)
+            costs.observe(len(proposal) + 1, (time.perf_counter() - t_step) * 1000, depth)
         if trace:
             step = engine.decode_steps - steps0
             res.trace += [{"token": -1, "argmax": int(np.argmax(r)), "gap": _top2_gap(r), "step": step} for r in rows]

@@ -222,7 +222,7 @@ class PromptLookup:
         bucket = self.bucket(n, lead)
         self._open.append(_Open(len(seq), cont, bucket))
         ps = self.runs.ps(bucket, min(k_cap, cont.size))
-        k = costs.choose(ps)
+        k = costs.choose(ps, depth=len(seq))
         return Draft([int(t) for t in cont[:k]], bucket) if k else None
 
     def feedback(self, draft: Draft, accepted: int) -> None:
@@ -268,7 +268,7 @@ class DraftModel:
 
     def propose(self, seq: np.ndarray, k_cap: int, costs: CostModel) -> Draft | None:
         p = self.acceptance.p("model")
-        k = costs.choose([p] * k_cap, self.ms_per_token)
+        k = costs.choose([p] * k_cap, self.ms_per_token, depth=len(seq))
         if k == 0 or len(seq) + k >= self.engine.n_ctx:
             return None
         t0 = time.perf_counter()

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from speculative.cost_model import PROFILE_KS, CostModel, load_cost_model
 
 # The verify costs measured here for SmolLM2-135M on 2 cores (ms for n rows).
@@ -14,6 +16,45 @@ def test_interpolates_between_measured_sizes():
     assert cm.cost(4) == 26.8
     assert cm.cost(7) == (37.4 + 45.4) / 2
     assert cm.cost(64) == 169.0 * 2
+
+
+def test_a_drift_seen_in_batched_steps_prices_every_batched_size():
+    cm = CostModel(MEASURED)
+    for _ in range(3):
+        cm.observe(4, 2 * 26.8)  # the machine got slower at batched rows only
+    assert cm.cost(8) == pytest.approx(2 * 45.4)
+    assert cm.cost(1) == 12.1
+    assert cm.choose([0.75] * 16) < CostModel(MEASURED).choose([0.75] * 16)
+
+
+def test_one_row_drift_prices_batched_sizes_until_they_are_seen():
+    cm = CostModel(MEASURED)
+    for _ in range(2):
+        cm.observe(1, 24.2)
+    assert cm.cost(8) == 45.4  # two steps are not enough to trust
+    cm.observe(1, 24.2)
+    assert cm.cost(1) == pytest.approx(24.2)
+    assert cm.cost(8) == pytest.approx(90.8)
+
+
+def test_a_short_context_and_a_long_one_keep_their_own_drift():
+    cm = CostModel(MEASURED)
+    for _ in range(3):
+        cm.observe(1, 2 * 12.1, depth=3000)  # attention over a long context
+        cm.observe(1, 0.5 * 12.1, depth=100)
+    assert cm.cost(1, depth=3000) == pytest.approx(24.2)
+    assert cm.cost(1, depth=100) == pytest.approx(6.05)
+    assert cm.cost(8, depth=3000) == pytest.approx(90.8)
+    assert cm.cost(1) == 12.1  # the profile's own depth has seen nothing yet
+    assert cm.choose([0.75] * 16, depth=3000) == cm.choose([0.75] * 16)  # drift alike: choice alike
+
+
+def test_one_stall_does_not_make_drafting_look_free():
+    cm = CostModel(MEASURED)
+    for _ in range(3):
+        cm.observe(1, 12.1)
+    cm.observe(1, 100 * 12.1)
+    assert cm.cost(1) <= 1.2 * 12.1 + 1e-9
 
 
 def test_drafts_nothing_when_acceptance_is_low():

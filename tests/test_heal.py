@@ -150,7 +150,9 @@ def test_healed_speculative_output_equals_healed_plain_output(engine, model, gem
         pieces = eng.pieces()
         index = PieceIndex(pieces)
         code = Path(__file__).with_name("test_heal.py").read_text()[:1500]
-        costs = CostModel({1: 10.0, 2: 10.5, 4: 11.0, 8: 12.0, 16: 14.0, 32: 20.0})  # drafting always pays
+        # Drafting always pays; a fresh table each run, as what one run learns of the real
+        # costs would price the next run's drafts.
+        table = {1: 10.0, 2: 10.5, 4: 11.0, 8: 12.0, 16: 14.0, 32: 20.0}
         drafter = None
         if model == "smollm":  # the target as its own draft model: drafts that are always its choice
             drafter = DraftModel(Engine(eng.path, n_ctx=2048), eng, CostModel({1: 0.01, 32: 0.3}))
@@ -162,13 +164,13 @@ def test_healed_speculative_output_equals_healed_plain_output(engine, model, gem
             plain = eng.generate(prompt, max_tokens=24, heal=Heal(index, pieces, healed.encode()))
             lookup = PromptLookup()
             spec = eng.generate(prompt, max_tokens=24, heal=Heal(index, pieces, healed.encode()), drafter=lookup,
-                                costs=costs, extra_sources=[eng.tokenize(code, parse_special=False)])
+                                costs=CostModel(table), extra_sources=[eng.tokenize(code, parse_special=False)])
             assert spec.tokens == plain.tokens and spec.text == plain.text
             assert spec.drafted > 0
             if drafter is not None:  # the draft model's drafts, verified under the same constraint
                 drafter.ms_per_token = 0.01  # its first prefill of each prompt must not make drafting look dear
                 by_model = eng.generate(prompt, max_tokens=24, heal=Heal(index, pieces, healed.encode()),
-                                        drafter=drafter, costs=costs)
+                                        drafter=drafter, costs=CostModel(table))
                 assert by_model.tokens == plain.tokens and by_model.drafted > 0
     finally:
         if drafter is not None:
