@@ -35,6 +35,10 @@ def test_bench_reports_every_mode_and_speculation_is_identical_to_plain(tmp_path
     bound = report["lookup_bound"]
     assert bound["per_position"] >= bound["per_kind"] >= 1.0, "each may draft nothing; per position knows most"
     assert "speedup" in proc.stdout and "anchor" in proc.stdout
+    rows = report["row_cost_steps"]
+    assert set(rows) == {"profile", "this_run"} and all(set(v) == {"4", "16"} for v in rows.values())
+    assert 0 < rows["profile"]["16"] < 2, "a row past the first costs a share of a plain step, not several"
+    assert "a verified row past the first" in proc.stdout
 
 
 def test_bench_rejects_unknown_mode_and_bad_workload(tmp_path):
