@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import sys
 import time
 from dataclasses import dataclass, field
@@ -158,6 +159,9 @@ def run(workload: str, model: str | None, draft_model: str | None, modes: list[s
         bound_lookup.begin(extras[i])
         case_spots.append(spots(bound_lookup, ids, plain.tokens[i], gaps[i]))
         bound_lookup.end(plain.tokens[i])
+    # The costs as this run's real steps found them, at its typical depth (prompt and half a suggestion).
+    depth = int(statistics.median(len(ids) for ids, _ in prompts)) + max_tokens // 2 if prompts else None
+    run_costs = CostModel({n: costs.cost(n, depth) for n in costs.verify_ms})
     plain_rate = plain.decode_tokens / plain.decode_ms * 1000 if plain.decode_ms else 0.0
     report_modes = {}
     for mode in modes:
@@ -194,9 +198,9 @@ def run(workload: str, model: str | None, draft_model: str | None, modes: list[s
         "modes": report_modes,
         # What a verified row past the first cost, in plain steps: as profiled, and as this
         # run's real steps priced it (the yardstick: speculation must pay below 0.4).
-        "row_cost_steps": {"profile": row_costs(CostModel(costs.verify_ms)), "this_run": row_costs(costs)},
+        "row_cost_steps": {"profile": row_costs(CostModel(costs.verify_ms)), "this_run": row_costs(run_costs)},
         # Modelled speedups of prompt lookup with draft lengths chosen in hindsight, at this run's costs.
-        "lookup_bound": bounds(case_spots, costs, max_draft),
+        "lookup_bound": bounds(case_spots, run_costs, max_draft),
     }
     engine.close()
     if drafter_model is not None:
