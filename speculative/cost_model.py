@@ -27,8 +27,6 @@ from speculative.errors import Cancelled
 PROFILE_KS = (*range(1, 18), 20, 24, 28, 32)
 MAX_VERIFY = PROFILE_KS[-1]
 PROFILE_VERSION = "v5-interleaved"  # part of the cache key: a changed profile or engine is measured anew
-
-
 PROFILE_DEPTH = 1024  # tokens of context the table is measured after: a typical prompt
 # Attention reads the whole context for every row, so depth moves costs a lot (here, 16 rows:
 # 22 / 37 / 68 ms after 128 / 1,024 / 2,000 tokens; one row: 5.3 / 7.1 / 10.2 ms), and batched
@@ -52,7 +50,7 @@ class CostModel:
 
     def observe(self, n: int, ms: float, depth: int | None = None) -> None:
         """Learn from a real step, `depth` tokens into the context, how far costs have drifted
-        from the profile. One-row and batched steps drift apart (depth and a busy sibling core
+        from the profile. One-row and batched steps drift apart (depth and the machine's load
         weigh more on batched rows), so each keeps its own ratio per band of depth, learned from
         every step of its kind: a rarely chosen size is priced from the others."""
         key, ratio = _key(n, depth), ms / self._profiled(n)
