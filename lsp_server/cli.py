@@ -144,7 +144,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     from lsp_server import __version__
     from speculative.build_info import build_info
     from speculative.convert import weights_path
+    from speculative.cost_model import load_cost_model
     from speculative.cpu_buffers import extra_buffer_types
+    from speculative.engine import Engine
     from speculative.model_file import ModelError, resolve_model_path
 
     try:
@@ -157,6 +159,21 @@ def cmd_check(args: argparse.Namespace) -> int:
     info = {"version": __version__, "python": sys.version.split()[0], "model": str(path),
             "model_mb": round(path.stat().st_size / 1e6), "weights": str(weights), **build,
             "extra_buffers": list(extra_buffer_types())}
+    costs = None
+    if args.costs:
+        # The verify-cost table the server would otherwise measure at its first start (3 s
+        # before the first suggestion): measured here, where an install already waits, and
+        # cached for the server (same model file, default threads and build).
+        try:
+            engine = Engine(weights)
+            try:
+                costs = load_cost_model(engine, engine.n_threads, build["build"])
+            finally:
+                engine.close()
+        except ModelError as exc:
+            print(f"specfill: {exc}", file=sys.stderr)
+            return 2
+        info["verify_costs"] = "measured" if costs.measured else "cached"
     if args.json:
         print(json.dumps(info))
         return 0
@@ -164,6 +181,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     print(f"model {path} ({info['model_mb']} MB)" + (f", loaded as {weights}" if weights != path else ""))
     print("llama-cpp-python " + ", ".join(f"{k} {v}" for k, v in build.items())
           + f", extra buffers {'+'.join(info['extra_buffers']) or 'none'}")
+    if costs is not None:
+        print(f"verify costs {info['verify_costs']} ({costs.not_saved or 'cached for the server'})")
     return 0
 
 
@@ -275,6 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", help="GGUF path or packaged name (default: the embedded SmolLM2-135M)")
     p.add_argument("--weights", default="auto", choices=WEIGHTS, help="as model.weights")
     p.add_argument("--json", action="store_true", help="one JSON object")
+    p.add_argument("--costs", action="store_true",
+                   help="also measure (once) and cache the verify costs the server needs at its first start")
     p.set_defaults(func=cmd_check)
     p = sub.add_parser("schema", help="print the settings schema as JSON; --write regenerates the editors' copies")
     p.add_argument("--write", action="store_true", help="regenerate the copies in a source checkout (--root)")

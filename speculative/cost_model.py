@@ -47,6 +47,7 @@ class CostModel:
     scale: dict[tuple[str, int], float] = field(default_factory=dict)  # running observed / profiled
     seen: dict[tuple[str, int], int] = field(default_factory=dict)
     not_saved: str | None = None  # why the profiled table could not be cached (full or read-only disk)
+    measured: bool = False  # profiled by this load, not read from the cache
 
     def observe(self, n: int, ms: float, depth: int | None = None) -> None:
         """Learn from a real step, `depth` tokens into the context, how far costs have drifted
@@ -149,7 +150,7 @@ def load_cost_model(engine, threads: int, build: str, refresh: bool = False,
         return CostModel({int(k): float(v) for k, v in entry["verify_ms"].items()})
     costs = profile_verify_costs(engine, stop=stop)
     table[key] = {"model": str(engine.path), "threads": threads, "build": build, "verify_ms": costs}
-    model = CostModel(costs)
+    model = CostModel(costs, measured=True)
     tmp = path.with_suffix(".tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

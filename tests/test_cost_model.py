@@ -1,6 +1,8 @@
 """The cost model picks the draft length from measured verify costs and never drafts at a loss."""
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -101,3 +103,29 @@ def test_profile_is_cached_per_model_file_and_threads(engine, tmp_path, monkeypa
     # another thread count is another entry
     (tmp_path / "verify_costs.json").write_text("not json")  # a corrupt cache is re-profiled
     assert load_cost_model(engine, 1, "b").verify_ms[1] != 999.0
+
+
+def test_check_measures_the_verify_costs_once_and_the_server_starts_with_them(tmp_path, monkeypatch):
+    """The install runs `specfill check --costs`, so the first start does not measure them
+    (3 s before the first suggestion). Shipped weights: no conversion into the empty cache."""
+    from lsp_server.settings import Settings
+    from lsp_server.worker import ModelWorker
+
+    monkeypatch.setenv("SPECFILL_CACHE_DIR", str(tmp_path))
+
+    def check(*flags: str) -> dict:
+        run = subprocess.run([sys.executable, "-m", "lsp_server", "check", "--json", "--weights", "shipped", *flags],
+                             capture_output=True, text=True, timeout=300, check=True)
+        return json.loads(run.stdout)
+
+    assert "verify_costs" not in check() and not (tmp_path / "verify_costs.json").exists()  # a health check stays light
+    assert check("--costs")["verify_costs"] == "measured"
+    assert check("--costs")["verify_costs"] == "cached"
+    s = Settings()
+    s.model.weights = "shipped"
+    w = ModelWorker()
+    try:
+        w.load(s).result()
+        assert w.costs is not None and not w.costs.measured, "the server read the table check left"
+    finally:
+        w.shutdown()

