@@ -142,11 +142,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     """What an install and an editor's health check need: the version, the llama.cpp build, the
     model file and the weights loaded for it (converted here, once, when the setting asks)."""
     from lsp_server import __version__
+    from lsp_server.settings import Settings
+    from lsp_server.worker import open_engine
     from speculative.build_info import build_info
     from speculative.convert import weights_path
     from speculative.cost_model import load_cost_model
     from speculative.cpu_buffers import extra_buffer_types
-    from speculative.engine import Engine
     from speculative.model_file import ModelError, resolve_model_path
 
     try:
@@ -164,8 +165,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         # The verify-cost table the server would otherwise measure at its first start (3 s
         # before the first suggestion): measured here, where an install already waits, and
         # cached for the server (same model file, default threads and build).
+        # Opened as the server opens it: a converted file llama.cpp cannot load is converted again.
+        warnings: list[str] = []
         try:
-            engine = Engine(weights)
+            engine, loaded = open_engine(path, args.weights, Settings().model.n_ctx, None, warnings)
             try:
                 costs = load_cost_model(engine, engine.n_threads, build["build"])
             finally:
@@ -173,6 +176,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         except ModelError as exc:
             print(f"specfill: {exc}", file=sys.stderr)
             return 2
+        for warning in warnings:
+            print(f"specfill: {warning}", file=sys.stderr)
+        info["weights"] = str(loaded)
         info["verify_costs"] = "measured" if costs.measured else "cached"
     if args.json:
         print(json.dumps(info))

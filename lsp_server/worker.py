@@ -80,6 +80,20 @@ class Prompt:
     seq: int
 
 
+def open_engine(source, weights: str, n_ctx: int, threads: int | None, warnings: list) -> tuple[Engine, object]:
+    """The engine on the weights the setting asks for; a converted file that llama.cpp cannot
+    load is converted again (once), and `warnings` says so (for the editor)."""
+    path = weights_path(source, weights)
+    try:
+        return Engine(path, n_ctx=n_ctx, n_threads=threads), path
+    except ModelError as exc:
+        if path == source:
+            raise
+        warnings.append(f"converted model {path} was unreadable ({exc}); converted it again")
+        path = weights_path(source, weights, rebuild=True)
+        return Engine(path, n_ctx=n_ctx, n_threads=threads), path
+
+
 class ModelWorker:
     """Owns the engines; a newer request cancels the one in flight at its next step."""
 
@@ -183,7 +197,7 @@ class ModelWorker:
         warnings: list[str | None] = []
         try:
             source = resolve_model_path(m.path or None)
-            engine, path = self._open(source, m.weights, m.n_ctx, m.threads or None, warnings)
+            engine, path = open_engine(source, m.weights, m.n_ctx, m.threads or None, warnings)
             self.costs = load_cost_model(engine, engine.n_threads, build_info()["build"], stop=self._stop)
         except Exception as exc:
             self.error = str(exc)
@@ -214,20 +228,6 @@ class ModelWorker:
                  "+".join(engine.buffer_types) or "none", engine.n_threads)
         self.loaded = str(source)
         return self.loaded
-
-    @staticmethod
-    def _open(source, weights: str, n_ctx: int, threads: int | None, warnings: list) -> tuple[Engine, object]:
-        """The engine on the weights the setting asks for; a converted file that llama.cpp cannot
-        load is converted again (once), and the editor is told."""
-        path = weights_path(source, weights)
-        try:
-            return Engine(path, n_ctx=n_ctx, n_threads=threads), path
-        except ModelError as exc:
-            if path == source:
-                raise
-            warnings.append(f"converted model {path} was unreadable ({exc}); converted it again")
-            path = weights_path(source, weights, rebuild=True)
-            return Engine(path, n_ctx=n_ctx, n_threads=threads), path
 
     def _load_remote(self, settings: Settings) -> str:
         """No local model: check the engine answers. One that does not yet still gets the
