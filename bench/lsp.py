@@ -12,6 +12,9 @@ landing keystroke to the first non-empty suggestion that arrived while typing on
 `--accept`, the typist presses Tab whenever the shown suggestion continues the text, taking
 what it shares with the text; `saved` is the share of characters that came from Tab.
 Variants (`--variant name=JSON`) run the same cases on a fresh server each, in one run.
+`--workspace DIR` opens the server on that folder, as an editor does, and starts typing once it
+is indexed (the cases' own files should not be in it: the index would hand the server the text
+being typed).
 """
 
 from __future__ import annotations
@@ -156,8 +159,9 @@ async def _case(client, n: int, case: dict, key_ms: float, tally: Tally, warm: b
         text_document=types.TextDocumentIdentifier(uri=uri)))
 
 
-async def _run(cases: list[dict], key_ms: float, settings: dict, warm: bool, focus: bool, accept: bool) -> dict:
-    client = await start_server("specfill-bench-lsp", settings)
+async def _run(cases: list[dict], key_ms: float, settings: dict, warm: bool, focus: bool, accept: bool,
+               workspace: str | None = None) -> dict:
+    client = await start_server("specfill-bench-lsp", settings, workspace=workspace)
     tally = Tally()
     t0 = time.perf_counter()
     for n, case in enumerate(cases):
@@ -171,7 +175,8 @@ async def _run(cases: list[dict], key_ms: float, settings: dict, warm: bool, foc
     remote = stats.get("remote") or {}
     return {
         "n_cases": len(cases), "keystrokes": tally.keystrokes, "key_ms": key_ms, "mode": "warm" if warm else "cold",
-        "focus": focus, "accept": accept, "settings": settings, "wall_s": time.perf_counter() - t0,
+        "focus": focus, "accept": accept, "settings": settings, "workspace": workspace,
+        "workspace_files": (stats.get("workspace") or {}).get("files", 0), "wall_s": time.perf_counter() - t0,
         "first_suggestion_ms": {"p50": pct(tally.first, 0.5), "p95": pct(tally.first, 0.95),
                                 "max": max(tally.first, default=0.0), "never": tally.never,
                                 "cases": [round(ms) for ms in tally.first], "texts": tally.first_text,
@@ -209,19 +214,23 @@ def _print(name: str, r: dict) -> None:
 
 
 def main(workload: str, key_ms: float, json_out: str | None, settings: dict | None = None,
-         variants: list[tuple[str, dict]] = (), warm: bool = False, focus: bool = False, accept: bool = False) -> int:
+         variants: list[tuple[str, dict]] = (), warm: bool = False, focus: bool = False, accept: bool = False,
+         workspace: str | None = None) -> int:
     cases = load_workload(workload)
     runs = [("default", settings or {}), *variants]
     reports = {}
     print(f"{len(cases)} cases from {workload} at {key_ms:.0f} ms a key, {'warm' if warm else 'cold'} landing"
-          f"{', didFocus at open' if focus else ''}{', typist accepts' if accept else ''}; "
+          f"{', didFocus at open' if focus else ''}{', typist accepts' if accept else ''}"
+          f"{f', workspace {workspace}' if workspace else ''}; "
           f"{os.cpu_count()} cores, CPU flags: {cpu_flags()}")
     for name, s in runs:
-        reports[name] = asyncio.run(_run(cases, key_ms, s, warm, focus, accept))
+        reports[name] = asyncio.run(_run(cases, key_ms, s, warm, focus, accept, workspace))
     first = next(iter(reports.values()))
     print(f"model {first['server']['model_file'] or first['server']['model']}, build {first['server']['build']}, "
           f"extra buffers {'+'.join(first['server']['extra_buffers'] or []) or 'none'}, "
-          f"prompt {first['server']['prompt_tok_s']:.0f} tok/s, server peak RSS "
+          f"prompt {first['server']['prompt_tok_s']:.0f} tok/s, "
+          + (f"{first['workspace_files']} workspace files indexed, " if workspace else "")
+          + "server peak RSS "
           + ", ".join(f"{r['server_peak_rss_mb']:.0f}" for r in reports.values()) + " MiB")
     print(f"{'':<16}{'1st answer':>10}{'first suggestion ms':>26}{'warm ms':>14}{'all requests ms':>21}")
     print(f"{'variant':<16}{'p95':>10}{'p50':>7}{'p95':>7}{'max':>7}{'none':>5}{'p50':>7}{'p95':>7}{'p50':>7}{'p95':>7}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from pathlib import Path
 
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
@@ -26,9 +27,10 @@ def _plain(value):
 
 
 async def start_server(name: str, settings: dict | None = None, capabilities: types.ClientCapabilities | None = None,
-                       wait_ready: bool = True) -> LanguageClient:
-    """A client of a fresh `specfill serve`, initialized with `settings`; with `wait_ready`,
-    returned once the model is loaded."""
+                       wait_ready: bool = True, workspace: str | None = None) -> LanguageClient:
+    """A client of a fresh `specfill serve`, initialized with `settings` (and `workspace` as
+    its one workspace folder); with `wait_ready`, returned once the model is loaded and the
+    workspace indexed."""
     client = LanguageClient(name, "0.1")
 
     @client.feature(types.WINDOW_LOG_MESSAGE)
@@ -36,12 +38,19 @@ async def start_server(name: str, settings: dict | None = None, capabilities: ty
         """The server's log is for editors; the tools print their own figures."""
 
     await client.start_io(sys.executable, "-m", "lsp_server", "serve")
-    await client.initialize_async(types.InitializeParams(capabilities=capabilities or types.ClientCapabilities(),
-                                                         initialization_options={"specfill": settings or {}}))
+    folder = Path(workspace).resolve().as_uri() if workspace else None
+    await client.initialize_async(types.InitializeParams(
+        capabilities=capabilities or types.ClientCapabilities(), root_uri=folder,
+        workspace_folders=[types.WorkspaceFolder(uri=folder, name=Path(workspace).name)] if folder else None,
+        initialization_options={"specfill": settings or {}}))
     client.initialized(types.InitializedParams())
-    while wait_ready and (await server_stats(client))["state"] == "loading":
+    while wait_ready and not _ready(await server_stats(client), bool(workspace)):
         await asyncio.sleep(0.1)
     return client
+
+
+def _ready(stats: dict, indexing: bool) -> bool:
+    return stats["state"] != "loading" and (not indexing or bool((stats.get("workspace") or {}).get("scanned")))
 
 
 async def stop_server(client: LanguageClient) -> None:

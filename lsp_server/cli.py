@@ -120,7 +120,8 @@ def cmd_bench_lsp(args: argparse.Namespace) -> int:
             if not sep:
                 raise ValueError(f"--variant {v!r}: expected NAME=JSON")
             variants.append((name, json.loads(raw)))
-        return bench_lsp(args.workload, args.key_ms, args.json, settings, variants, args.warm, args.focus, args.accept)
+        return bench_lsp(args.workload, args.key_ms, args.json, settings, variants, args.warm, args.focus, args.accept,
+                         args.workspace)
     except (ValueError, OSError) as exc:
         print(f"specfill: {exc}", file=sys.stderr)
         return 2
@@ -275,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
                         "'no-heal={\"completion\": {\"heal\": false}}'")
     p.add_argument("--warm", action="store_true", help="send an untimed request when a case opens (the old mode)")
     p.add_argument("--focus", action="store_true", help="send specfill/didFocus when a case opens, as the editors do")
+    p.add_argument("--workspace", metavar="DIR",
+                   help="open the server on this folder, as an editor does (indexed before typing starts)")
     p.add_argument("--accept", action="store_true",
                    help="a typist who presses Tab whenever the suggestion continues the text (reports saved)")
     p.set_defaults(func=cmd_bench_lsp)

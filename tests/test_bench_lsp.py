@@ -21,13 +21,19 @@ def test_bench_lsp_reports_the_schema_with_no_errors(tmp_path):
             "prefix": "import math\n\n\ndef area_of_square(side):\n    return ", "suffix": "\n"}
     work.write_text(json.dumps(case) + "\n")
     out = tmp_path / "r.json"
+    ws = tmp_path / "ws"  # a workspace folder, as an editor opens the server on
+    ws.mkdir()
+    (ws / "geometry.py").write_text("def area_of_square(side):\n    return side ** 2\n")
     proc = subprocess.run([sys.executable, "-m", "lsp_server", "bench-lsp", "--workload", str(work), "--key-ms", "60",
-                           "--json", str(out)], check=False, capture_output=True, text=True, timeout=300)
+                           "--json", str(out), "--workspace", str(ws)], check=False, capture_output=True, text=True,
+                          timeout=300)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(out.read_text())
     assert set(report["latency_ms"]) == {"p50", "p95", "p99"}
     assert report["keystrokes"] == len(case["middle"]) and report["answered"] == report["keystrokes"]
     assert report["errors"] == 0
+    assert report["workspace"] == str(ws) and report["workspace_files"] == 1  # indexed before typing began
+    assert "1 workspace files indexed" in proc.stdout
     assert 0 <= report["cache_hit_rate"] <= 1 and 0 <= report["useful"] <= 1
     assert report["server"]["build"] == "llamafile-off"
     first = report["first_suggestion_ms"]

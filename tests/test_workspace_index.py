@@ -54,9 +54,10 @@ def test_reads_text_files_and_skips_ignored_binary_huge_and_vcs(tree):
 def test_never_reads_outside_the_workspace_through_symlinks(tree):
     index = WorkspaceIndex([tree])
     index.scan()
-    assert not any("do-not-read" in f.text for f in index.files.values())
+    assert not any("do-not-read" in (index.text(p) or "") for p in index.files)
     index._add(tree / "linked_dir" / "private.py")  # as a watcher event through the link would
-    assert not any("do-not-read" in f.text for f in index.files.values())
+    assert not any("do-not-read" in (index.text(p) or "") for p in index.files)
+    assert index.related(str(tree / "main.py"), "API_KEY = ", n=2) == []
 
 
 def test_limits_files_and_bytes(tree):
@@ -65,7 +66,7 @@ def test_limits_files_and_bytes(tree):
     assert len(index.files) == 2
     index = WorkspaceIndex([tree], max_total_bytes=60)
     index.scan()
-    assert sum(len(f.text) for f in index.files.values()) <= 60
+    assert 0 < index.indexed_bytes == sum(len(index.text(p)) for p in index.files) <= 60
 
 
 def test_related_prefers_files_sharing_identifiers_with_the_cursor(tree):
@@ -95,3 +96,44 @@ def test_watch_follows_new_changed_and_deleted_files(tree):
         assert "ignored.log" not in got
     finally:
         index.stop()
+
+
+def test_related_prefers_the_same_extension_then_more_shared_identifiers(tmp_path):
+    (tmp_path / "a.js").write_text("render_widget(frame_count, pixel_ratio, layout_tree)\n")
+    (tmp_path / "b.py").write_text("render_widget(frame_count)\n")
+    (tmp_path / "c.py").write_text("render_widget(frame_count, pixel_ratio)\n")
+    index = WorkspaceIndex([tmp_path])
+    index.scan()
+    near = "render_widget(frame_count, pixel_ratio, layout_tree)"
+    assert [f.path.name for f in index.related(str(tmp_path / "main.py"), near, n=3)] == ["c.py", "b.py", "a.js"]
+    assert [f.path.name for f in index.related(str(tmp_path / "main.js"), near, n=3)] == ["a.js", "c.py", "b.py"]
+    # never the file itself, nor the excluded (open) ones
+    assert [f.path.name for f in index.related(str(tmp_path / "c.py"), near, n=3, exclude=[str(tmp_path / "b.py")])] \
+        == ["a.js"]
+
+
+def test_a_changed_or_deleted_file_is_scored_and_read_as_it_is_now(tmp_path):
+    (tmp_path / "old.py").write_text("def shared_helper_name(alpha_value):\n    return alpha_value\n")
+    (tmp_path / "other.py").write_text("shared_helper_name = None\n")
+    index = WorkspaceIndex([tmp_path])
+    index.scan()
+    near = "x = shared_helper_name(alpha_value)"
+    assert index.related("/elsewhere/main.py", near, n=1)[0].path.name == "old.py"
+    # changed on disk: the text given is the new one, even before the watcher re-indexes it
+    (tmp_path / "old.py").write_text("def shared_helper_name(alpha_value):\n    return alpha_value * 2\n")
+    assert index.related("/elsewhere/main.py", near, n=1)[0].text.endswith("alpha_value * 2\n")
+    # re-indexed with other words: it no longer shares them, and counts once, not twice
+    (tmp_path / "old.py").write_text("def unrelated_thing():\n    pass\n")
+    index._add(tmp_path / "old.py")
+    assert [f.path.name for f in index.related("/elsewhere/main.py", near, n=2)] == ["other.py"]
+    assert index.related("/elsewhere/main.py", "unrelated_thing()", n=2)[0].path.name == "old.py"
+    # deleted before the watcher saw it: passed over; then removed, its words are gone too
+    (tmp_path / "other.py").unlink()
+    assert index.related("/elsewhere/main.py", near, n=2) == []
+    index._remove(tmp_path / "other.py")
+    index._remove(tmp_path / "old.py")
+    assert index.files == {} and index.indexed_bytes == 0
+    assert index.related("/elsewhere/main.py", "unrelated_thing()", n=2) == []
+    (tmp_path / "new.py").write_text("def shared_helper_name():\n    pass\n")
+    index._add(tmp_path / "new.py")
+    assert [f.path.name for f in index.related("/elsewhere/main.py", near, n=2)] == ["new.py"]
