@@ -20,12 +20,14 @@ class PieceIndex:
     """Token ids ordered by their bytes, to find every token that starts with given bytes."""
 
     def __init__(self, pieces: Sequence[bytes]) -> None:
-        order = sorted((p, t) for t, p in enumerate(pieces) if p)  # control tokens have no bytes
-        self.keys = [p for p, _ in order]
-        self.ids = np.array([t for _, t in order], dtype=np.int32)
-        self.exact: dict[bytes, list[int]] = {}
-        for p, t in order:
-            self.exact.setdefault(p, []).append(t)
+        # Sorted ids, not (bytes, id) pairs or a dict of lists: 49k of those took 8.5 MB here.
+        ids = sorted((t for t, p in enumerate(pieces) if p), key=pieces.__getitem__)  # control tokens: no bytes
+        self.keys = [pieces[t] for t in ids]  # the pieces' own bytes objects, not copies
+        self.ids = np.array(ids, dtype=np.int32)
+
+    def exact(self, piece: bytes) -> np.ndarray:
+        """Tokens whose bytes are exactly `piece`."""
+        return self.ids[bisect.bisect_left(self.keys, piece):bisect.bisect_right(self.keys, piece)]
 
     def starting(self, prefix: bytes) -> np.ndarray:
         """Tokens whose bytes start with `prefix`."""
@@ -38,7 +40,7 @@ class PieceIndex:
     def allowed(self, rest: bytes) -> np.ndarray:
         """Tokens whose bytes start with `rest`, or are a proper prefix of it."""
         parts = [self.starting(rest)]
-        parts += [np.array(self.exact[rest[:i]], dtype=np.int32) for i in range(1, len(rest)) if rest[:i] in self.exact]
+        parts += [self.exact(rest[:i]) for i in range(1, len(rest))]
         return np.concatenate(parts)
 
 

@@ -17,8 +17,9 @@ MIN_SAVE = 128  # tokens: a cache smaller than this is cheaper to read again tha
 
 # A saved cache costs ~18 KB a token with SmolLM2 (keys q8_0, values f16): 40 MB hold ~2,300
 # tokens, two to four windows besides the live one. The server may use the model + 250 MB at
-# n_ctx 4096; idle it takes the model + ~180 (Python and its libraries ~70, the context with
-# its KV cache ~75, the healing index 10), and serving adds ~30.
+# n_ctx 4096; idle it takes the model + ~165 (Python and its libraries ~70, the context with
+# its KV cache ~75; a workspace index adds up to ~15), and serving peaks ~70 above that,
+# these copies included (`specfill bench-lsp [--workspace DIR]` prints the peak).
 MAX_BYTES = 40 << 20
 
 
