@@ -152,7 +152,8 @@ class WorkspaceIndex:
         self.files: dict[Path, np.ndarray] = {}  # indexed path -> its identifier hashes
         self._sizes: dict[Path, int] = {}  # characters indexed, per file
         self._table = _Table.build({})
-        self._dirty = False  # files changed since the table was built
+        self._changes = 0  # changes to `files`, ever
+        self._built = 0  # how many of them the table holds
         self._texts: OrderedDict[Path, tuple[int, str]] = OrderedDict()  # path -> (mtime_ns, text)
         self._bytes = 0
         self._lock = threading.Lock()
@@ -181,14 +182,14 @@ class WorkspaceIndex:
             if path not in self.files and self._fits(text):
                 self.files[path], self._sizes[path] = hashes, len(text)
                 self._bytes += len(text)
-                self._dirty = True
+                self._changes += 1
 
     def _drop(self, path: Path) -> None:
         """Forget one file (under the lock)."""
         self._texts.pop(path, None)
         if self.files.pop(path, None) is not None:
             self._bytes -= self._sizes.pop(path)
-            self._dirty = True
+            self._changes += 1
 
     def _remove(self, path: Path) -> None:
         with self._lock:
@@ -199,10 +200,11 @@ class WorkspaceIndex:
         """Build the table from the files indexed now (in the indexer's thread after each scan
         or batch of changes; a request that finds it stale builds it first)."""
         with self._lock:
-            files, self._dirty = dict(self.files), False
+            files, changes = dict(self.files), self._changes
         table = _Table.build(files)
         with self._lock:
-            self._table = table
+            if changes > self._built:  # two builds at once: the later snapshot wins
+                self._table, self._built = table, changes
 
     def scan(self) -> None:
         """Read every eligible file under the roots (directory symlinks are not followed)."""
@@ -243,7 +245,7 @@ class WorkspaceIndex:
     def related(self, path: str, near: str, n: int = 2, exclude: Iterable[str] = ()) -> list[IndexedFile]:
         """The `n` files most like the text `near` the cursor (most distinct identifiers
         shared), same extension first; never `path` itself or the `exclude`d (open) ones."""
-        if self._dirty:
+        if self._built != self._changes:
             self.rebuild()
         table = self._table
         query = identifier_hashes(near)
