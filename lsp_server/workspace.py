@@ -27,6 +27,7 @@ SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", ".venv", "venv", "__pycache_
 MAX_FILE_BYTES = 256 * 1024
 MAX_FILES = 5000
 MAX_TOTAL_BYTES = 16 * 1024 * 1024
+REBUILD_EVERY = 500  # files indexed during a scan between two builds of the lookup table
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 
 
@@ -197,8 +198,9 @@ class WorkspaceIndex:
                 self._drop(p)
 
     def rebuild(self) -> None:
-        """Build the table from the files indexed now (in the indexer's thread after each scan
-        or batch of changes; a request that finds it stale builds it first)."""
+        """Build the table from the files indexed now: in the indexer's thread, during and after
+        a scan and after each batch of changes (without that thread, as in tests, a request that
+        finds it stale builds it first)."""
         with self._lock:
             files, changes = dict(self.files), self._changes
         table = _Table.build(files)
@@ -219,6 +221,8 @@ class WorkspaceIndex:
                         if len(self.files) >= self.max_files:
                             return
                         self._add(base / name)
+                        if self._changes - self._built >= REBUILD_EVERY:
+                            self.rebuild()  # requests during a long scan see what is read so far
         finally:
             self.rebuild()
 
@@ -245,7 +249,7 @@ class WorkspaceIndex:
     def related(self, path: str, near: str, n: int = 2, exclude: Iterable[str] = ()) -> list[IndexedFile]:
         """The `n` files most like the text `near` the cursor (most distinct identifiers
         shared), same extension first; never `path` itself or the `exclude`d (open) ones."""
-        if self._built != self._changes:
+        if self._thread is None and self._built != self._changes:
             self.rebuild()
         table = self._table
         query = identifier_hashes(near)
