@@ -137,3 +137,25 @@ def test_a_changed_or_deleted_file_is_scored_and_read_as_it_is_now(tmp_path):
     (tmp_path / "new.py").write_text("def shared_helper_name():\n    pass\n")
     index._add(tmp_path / "new.py")
     assert [f.path.name for f in index.related("/elsewhere/main.py", near, n=2)] == ["new.py"]
+
+
+def test_a_started_index_finds_files_the_watcher_adds(tree):
+    index = WorkspaceIndex([tree])
+    index.start()
+    try:
+        assert index.ready.wait(10)
+        near = "total = area_of_square(side) + fresh_volume_of_cube(side)"
+        assert [f.path.name for f in index.related(str(tree / "main.py"), near, n=1)] in (["geometry.py"],
+                                                                                          ["inner_link.py"])
+        time.sleep(0.5)  # the watcher is up
+        (tree / "pkg" / "solids.py").write_text("def fresh_volume_of_cube(side):\n    return side ** 3\n")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # the indexer's thread builds the table, not the request
+            found = [f.path.name for f in index.related(str(tree / "main.py"), "fresh_volume_of_cube(", n=1)]
+            if found:
+                break
+            time.sleep(0.1)
+        assert found == ["solids.py"]
+        assert index.related(str(tree / "main.py"), "fresh_volume_of_cube(", n=1)[0].text.startswith("def fresh")
+    finally:
+        index.stop()
