@@ -50,7 +50,9 @@ async def start_server(name: str, settings: dict | None = None, capabilities: ty
 
 
 def _ready(stats: dict, indexing: bool) -> bool:
-    return stats["state"] != "loading" and (not indexing or bool((stats.get("workspace") or {}).get("scanned")))
+    """The model loaded and, when asked for, the workspace scanned (or its indexing off)."""
+    workspace = stats.get("workspace")
+    return stats["state"] != "loading" and (not indexing or workspace is None or bool(workspace.get("scanned")))
 
 
 async def stop_server(client: LanguageClient) -> None:

@@ -120,6 +120,8 @@ def cmd_bench_lsp(args: argparse.Namespace) -> int:
             if not sep:
                 raise ValueError(f"--variant {v!r}: expected NAME=JSON")
             variants.append((name, json.loads(raw)))
+        if args.workspace and not Path(args.workspace).is_dir():
+            raise ValueError(f"--workspace {args.workspace}: not a folder")
         return bench_lsp(args.workload, args.key_ms, args.json, settings, variants, args.warm, args.focus, args.accept,
                          args.workspace)
     except (ValueError, OSError) as exc:
