@@ -19,9 +19,9 @@ from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from lsp_server.postprocess import wants_single_line
-from lsp_server.remote import RemoteEngine, RemoteError
 from lsp_server.settings import Settings
 from lsp_server.words import complete_word
 from prompts import FAMILIES, ContextFile, PromptError, build_prompt, family_for, prompt_tokens
@@ -38,6 +38,9 @@ from speculative.engine import SHORT, WINDOW
 from speculative.errors import Cancelled
 from speculative.heal import Heal, PieceIndex
 from speculative.windows import WarmWindows
+
+if TYPE_CHECKING:
+    from lsp_server.remote import RemoteEngine
 
 log = logging.getLogger("specfill")
 
@@ -232,6 +235,8 @@ class ModelWorker:
     def _load_remote(self, settings: Settings) -> str:
         """No local model: check the engine answers. One that does not yet still gets the
         requests (it may be starting); the editor is told."""
+        from lsp_server.remote import RemoteEngine, RemoteError  # httpx (~5 MB) only for a remote engine
+
         try:
             remote = RemoteEngine(settings.model.remote)
         except RemoteError as exc:
