@@ -41,7 +41,7 @@ class SpecfillServer(LanguageServer):
         self.worker = ModelWorker()
         self.pipeline = Pipeline(self.worker, self.other_documents)
         self.recent: dict[str, float] = {}  # uri -> last open/edit time
-        self.init_errors: list[str] = []
+        self.reported: set[str] = set()  # setting errors the editor was told of
         self.index: WorkspaceIndex | None = None
         self.chunks = ChunkRing()  # places recently edited, in any document
         self._chunked: dict[str, tuple[int | None, float]] = {}  # uri -> (region, time) of its last chunk
@@ -104,8 +104,10 @@ class SpecfillServer(LanguageServer):
         settings, errors = parse_settings(data)
         set_level(settings.log_level)
         for err in errors:
-            self.tell(f"invalid setting {err} ({source})", types.MessageType.Warning)
-            log.warning("invalid setting %s (%s)", err, source)
+            if err not in self.reported:  # every configuration change resends the same mistakes
+                self.reported.add(err)
+                self.tell(f"invalid setting {err} ({source})", types.MessageType.Warning)
+                log.warning("invalid setting %s (%s)", err, source)
         changed = _changed(to_wire(Settings()), to_wire(settings))
         log.info("settings from %s: %s", source, ", ".join(f"{k}={v!r}" for k, v in changed.items()) or "defaults")
         self.settings = settings
@@ -332,7 +334,7 @@ def stats(ls: SpecfillServer, params) -> dict:
         "decode_steps": w.engine.decode_steps if w.engine else 0, "threads": threading.active_count(),
         "context_chunks": len(ls.chunks), "model_file": w.model_file,
         "extra_buffers": list(w.engine.buffer_types) if w.engine else [],
-        "prompt_tok_s": 1000 / w.prompt_ms() if w.engine else 0.0,
+        "prompt_tok_s": w.prompt_tok_s() if w.engine else 0.0,
         "warm_windows": {"saved": len(w.windows), "mb": w.windows.bytes / 2**20, "loads": w.windows.loads},
         "read_ahead_tokens": w.read_ahead_tokens,
         "remote": {"url": str(w.remote.endpoint), "kind": w.remote.cfg.kind, "infill": w.remote.infill,

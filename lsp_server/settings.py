@@ -47,7 +47,7 @@ class ModelSettings:
     n_ctx: int = _opt(4096, "context length in tokens", lo=256, hi=131072)
     threads: int = _opt(0, "decode threads; 0 = all cores", lo=0, hi=256)
     weights: str = _opt("auto", "auto: a 4-bit model is converted once to Q4_0, which llama.cpp's repacked CPU "
-                                "kernels read 2-3x faster (cached, kept in step with the file); q4_0: convert any "
+                                "kernels read faster (cached, kept in step with the file); q4_0: convert any "
                                 "model; shipped: use the file as it is", choices=WEIGHTS)
     remote: RemoteSettings = field(default_factory=RemoteSettings)
 
@@ -135,10 +135,18 @@ def _valid(f: dataclasses.Field, value: Any, current: Any) -> bool:
     return True
 
 
+# Keys under `specfill` that belong to an editor's client, not to the server: accepted silently.
+CLIENT_OWNED = frozenset({
+    "trace",  # vscode-languageclient's `specfill.trace.server`
+})
+
+
 def _fill(obj: Any, data: dict, where: str, errors: list[str]) -> None:
     names = {f.name: f for f in dataclasses.fields(obj)}
     for key, value in data.items():
         f = names.get(_snake(key))
+        if f is None and not where and key in CLIENT_OWNED:
+            continue
         if f is None:
             errors.append(f"{where}{key}: unknown setting")
             continue

@@ -126,7 +126,7 @@ class ModelWorker:
         # A background read yields to any request submitted and not yet started, and stops when
         # the cursor moves elsewhere. Counters, each written by one thread only, not events
         # swapped between threads: a swapped event let a read outlive the request that should
-        # have stopped it (a 4 s wait seen with didFocus).
+        # have stopped it.
         self._submitted = 0  # requests and loads submitted (by callers, under the lock)
         self._submitted_lock = threading.Lock()
         self._started = 0  # of those, started (by the worker thread)
@@ -209,6 +209,7 @@ class ModelWorker:
             raise
         self.family = family_for(engine)
         self.engine, self.model_file = engine, str(path)
+        engine.on_read = self._observe_read
         self._pieces = PieceIndex(engine.pieces())  # for token healing: built once, here, not mid-typing
         warnings.append(self.costs.not_saved)
         self.lookup = PromptLookup()
@@ -235,7 +236,7 @@ class ModelWorker:
     def _load_remote(self, settings: Settings) -> str:
         """No local model: check the engine answers. One that does not yet still gets the
         requests (it may be starting); the editor is told."""
-        from lsp_server.remote import RemoteEngine, RemoteError  # httpx (~5 MB) only for a remote engine
+        from lsp_server.remote import RemoteEngine, RemoteError  # httpx's memory only for a remote engine
 
         try:
             remote = RemoteEngine(settings.model.remote)
@@ -330,23 +331,23 @@ class ModelWorker:
         budget = s.completion.prompt_budget_ms
         unread = len(full.tokens) - reusable
         quick = None
-        if budget and unread * self.prompt_ms() > budget:
+        if budget and self.read_ms(reusable, unread) > budget:
             quick = self._short_prompt(req, budget)
         elif budget and unread > READ_CHUNK:
             # Typing on where a short prompt already answers: it costs a token or two, so the
             # rest of the full prompt stays in the background. Read here, even within the
-            # budget, it made the keystroke that switched over miss (300 ms against 7).
+            # budget, it would make the keystroke that switched over miss.
             quick = self._warm_short_prompt(req, budget)
         if quick is not None and len(quick.tokens) < unread:
             # One line from the short prompt, then back to reading the full one.
             prompt, short = Prompt(quick.tokens, quick.stop + ("\n",), quick.heal, quick.seq), True
             self._ahead = full.tokens  # read in the background, so the next keystrokes use it
             # What the window holds beyond this prompt is another place's (saved by prepare if
-            # worth it): attention spans every used cell, so it would slow the short read 3x.
+            # worth it): attention spans every used cell, so it would slow the short read.
             engine.truncate(reusable, WINDOW)
         else:
             # The full prompt of where the cursor is gets read now: a read left pending for the
-            # place before would evict it between keystrokes (it cost the next keystroke 190 ms).
+            # place before would evict it between keystrokes.
             self._ahead = None
         sources = [engine.tokenize(req.suffix[:4000], parse_special=False)]  # text worth copying from
         sources += [engine.tokenize(o.text[-LOOKUP_CHARS:], parse_special=False) for o in req.others[:LOOKUP_FILES]]
@@ -375,12 +376,17 @@ class ModelWorker:
                   result.accepted, result.stop_reason, result.ttft_ms, result.total_ms)
         return result
 
-    def prompt_ms(self) -> float:
-        """Measured ms per prompt token: from real prompts once seen, else from the cost profile."""
-        if self.engine is not None and self.engine.prompt_ms:
-            return self.engine.prompt_ms
-        costs = self.costs.verify_ms if self.costs else {}
-        return costs[max(costs)] / max(costs) if costs else 5.0
+    def read_ms(self, start: int, n: int) -> float:
+        """Expected ms to read n prompt tokens after `start`: profiled, kept current by real reads."""
+        return self.costs.read.ms(start, n) if self.costs else 5.0 * n
+
+    def _observe_read(self, n: int, depth: int, ms: float) -> None:
+        if self.costs is not None:
+            self.costs.read.observe(n, depth, ms)
+
+    def prompt_tok_s(self) -> float:
+        """Tokens a second a prompt is read at from its start, for the stats."""
+        return 1000 * READ_CHUNK * 8 / max(self.read_ms(0, READ_CHUNK * 8), 1e-6)
 
     def _heal(self, text: bytes) -> Heal | None:
         if not text or self.engine is None or self._pieces is None:
@@ -444,7 +450,7 @@ class ModelWorker:
         if not self._short_window_fits(req, start, n):
             # At least MIN_SHORT_TOKENS, even over the budget: on a machine slowed by other work
             # (a slow measured rate), reading the full prompt instead held requests for seconds.
-            n = max(MIN_SHORT_TOKENS, int(budget_ms / self.prompt_ms()))
+            n = max(MIN_SHORT_TOKENS, self.costs.read.tokens_within(budget_ms) if self.costs else 0)
             chars = int(n * CHARS_PER_TOKEN)
             chars -= len(suffix_window(req.suffix, chars // 4)) if fim else 0
             start = len(req.prefix) - len(short_window(req.prefix, chars))

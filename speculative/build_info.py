@@ -8,6 +8,8 @@ from pathlib import Path
 
 import llama_cpp
 
+KERNEL_FEATURES = ("avx", "avx2", "fma", "f16c", "avx512", "avx512_vnni", "avx512_bf16", "amx_int8")
+
 
 @functools.cache
 def build_info() -> dict[str, object]:
@@ -21,4 +23,7 @@ def build_info() -> dict[str, object]:
         # With the llamafile kernels off, batched and one-row evaluation round alike.
         "batch_invariant": not llamafile,
         "build": "stock" if llamafile else "llamafile-off",
+        # The instruction sets the kernels were compiled for: a build for AVX2 computes
+        # other roundings than one for AVX-512 on the same CPU.
+        "kernels": [f for f in KERNEL_FEATURES if getattr(cpu, f"ggml_cpu_has_{f}", lambda: 0)()],
     }

@@ -20,17 +20,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from speculative.build_info import build_info
 from speculative.errors import Cancelled
 
 # Every size to 17 rows: llama.cpp's repacked kernels take rows in groups of 4 and the rest
 # one by one, so costs climb in stairs (7 rows cost what 8 do) that interpolation would miss.
 PROFILE_KS = (*range(1, 18), 20, 24, 28, 32)
 MAX_VERIFY = PROFILE_KS[-1]
-PROFILE_VERSION = "v5-interleaved"  # part of the cache key: a changed profile or engine is measured anew
+PROFILE_VERSION = "v6-read-rate"  # part of the cache key: a changed profile or engine is measured anew
 PROFILE_DEPTH = 1024  # tokens of context the table is measured after: a typical prompt
-# Attention reads the whole context for every row, so depth moves costs a lot (here, 16 rows:
-# 22 / 37 / 68 ms after 128 / 1,024 / 2,000 tokens; one row: 5.3 / 7.1 / 10.2 ms), and batched
-# rows more than one row. Drift is learned per band of depth: a short prompt and a long one
+# Attention reads the whole context for every row, so depth moves costs a lot, and batched
+# rows more than one row (docs/speculation.md). Drift is learned per band of depth: a short prompt and a long one
 # served in turn each keep their own, instead of one running mean swinging between them.
 DEPTH_BANDS = (512, 1536, 3072)
 
@@ -41,8 +41,44 @@ def _key(n: int, depth: int | None) -> tuple[str, int]:
 
 
 @dataclass
+class ReadRate:
+    """What reading prompt tokens costs: ms a token at depth 0 plus ms a token per token of
+    depth (attention reads every cell before it), profiled by reading a prompt the way
+    requests do, times the drift learned from real reads."""
+
+    base_ms: float
+    depth_ms: float
+    scale: float = 1.0
+    seen: int = 0
+
+    def ms(self, start: int, n: int) -> float:
+        """ms to read n tokens after `start` tokens of context."""
+        return self.scale * n * (self.base_ms + self.depth_ms * (start + n / 2))
+
+    def tokens_within(self, ms: float, start: int = 0) -> int:
+        """The most tokens that can be read within `ms` after `start` tokens of context."""
+        a = self.scale * self.depth_ms / 2
+        b = self.scale * (self.base_ms + self.depth_ms * start)
+        if a <= 0:
+            return int(ms / b) if b > 0 else 0
+        return int((-b + (b * b + 4 * a * ms) ** 0.5) / (2 * a))
+
+    def observe(self, n: int, depth: int, ms: float) -> None:
+        """A real read of n tokens after `depth`: learn how far the machine has drifted."""
+        predicted = self.ms(depth, n) / self.scale
+        if predicted <= 0:
+            return
+        ratio = ms / predicted
+        if self.seen:
+            ratio = min(ratio, 3 * self.scale)  # one stall must not make every prompt look too long
+        self.scale = ratio if not self.seen else 0.8 * self.scale + 0.2 * ratio
+        self.seen += 1
+
+
+@dataclass
 class CostModel:
     verify_ms: dict[int, float]  # batch size (rows with logits) -> ms, profiled at load
+    read: ReadRate = field(default_factory=lambda: ReadRate(2.0, 0.0))  # profiled at load
     margin: float = 1.03  # a draft must beat plain by this factor: noise and Python overhead
     scale: dict[tuple[str, int], float] = field(default_factory=dict)  # running observed / profiled
     seen: dict[tuple[str, int], int] = field(default_factory=dict)
@@ -137,11 +173,38 @@ def profile_verify_costs(engine, reps: int = 3, depth: int = PROFILE_DEPTH,
     return {k: statistics.median(v) for k, v in times.items()}
 
 
+def profile_read_rate(engine, depth: int = PROFILE_DEPTH, reps: int = 2,
+                      stop: threading.Event | None = None) -> ReadRate:
+    """Read a `depth`-token prompt as requests do (n_batch tokens a decode, one logits row at
+    its end), `reps` times; fit ms a token against the depth each batch starts at."""
+    depth = min(depth, engine.n_ctx // 2)
+    seed = (engine.tokenize("def f(x):\n    return x + 1\n\n") * (depth // 4 + 1))[:depth]
+    step = engine.n_batch
+    times: dict[int, list[float]] = {}
+    for _ in range(reps):
+        engine.reset()
+        for start in range(0, depth - step + 1, step):
+            if stop is not None and stop.is_set():
+                raise Cancelled("cost profile stopped")
+            t0 = time.perf_counter()
+            engine.eval(seed[start:start + step], want_rows=[step - 1])
+            times.setdefault(start, []).append((time.perf_counter() - t0) * 1000 / step)
+    engine.reset()
+    xs = [start + step / 2 for start in times]
+    ys = [statistics.median(v) for v in times.values()]
+    if len(xs) < 2:
+        return ReadRate(ys[0] if ys else 2.0, 0.0)
+    slope, intercept = statistics.linear_regression(xs, ys)
+    slope = max(0.0, slope)
+    return ReadRate(max(intercept, 0.1 * statistics.fmean(ys)), slope)
+
+
 def load_cost_model(engine, threads: int, build: str, refresh: bool = False,
                     stop: threading.Event | None = None) -> CostModel:
     """The cost table for this model file, thread count and build: cached, else profiled."""
     path = cache_dir() / "verify_costs.json"
-    key = _cache_key(engine.path, threads, f"{build}|{'+'.join(getattr(engine, 'buffer_types', ()))}")
+    kernels = "+".join(build_info()["kernels"])  # an AVX2 build prices rows unlike an AVX-512 one
+    key = _cache_key(engine.path, threads, f"{build}|{'+'.join(getattr(engine, 'buffer_types', ()))}|{kernels}")
     table: dict = {}
     try:
         table = json.loads(path.read_text())
@@ -149,10 +212,12 @@ def load_cost_model(engine, threads: int, build: str, refresh: bool = False,
         table = {}
     entry = table.get(key)
     if entry and not refresh:
-        return CostModel({int(k): float(v) for k, v in entry["verify_ms"].items()})
+        return CostModel({int(k): float(v) for k, v in entry["verify_ms"].items()}, ReadRate(*entry["read_ms"]))
     costs = profile_verify_costs(engine, stop=stop)
-    table[key] = {"model": str(engine.path), "threads": threads, "build": build, "verify_ms": costs}
-    model = CostModel(costs, measured=True)
+    read = profile_read_rate(engine, stop=stop)
+    table[key] = {"model": str(engine.path), "threads": threads, "build": build, "verify_ms": costs,
+                  "read_ms": [read.base_ms, read.depth_ms]}
+    model = CostModel(costs, read, measured=True)
     tmp = path.with_suffix(".tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,7 @@ import mmap
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -49,8 +49,8 @@ def _flag_is_set() -> llama_cpp.ggml_abort_callback | None:
     """An abort callback that needs no Python: C's strlen on a flag byte (a nonzero length,
     returned as a C bool, is true). llama.cpp asks it after every node of a decode's graph
     (~650 a decode) from its compute thread; a Python callback took the GIL each time, and
-    with another thread running Python a background read fell from 1,200 to 29 tok/s here
-    (strlen: 488, that thread taking one of the two cores). None where there is no libc."""
+    with another thread running Python a background read slowed many times over
+    (docs/performance.md). None where there is no libc."""
     try:
         strlen = ctypes.CDLL(None).strlen
     except (OSError, AttributeError, TypeError):
@@ -88,7 +88,7 @@ class Engine(Vocab):
         self.buffer_types = extra_buffer_types() if repack else ()
         mparams.use_extra_bufts = repack
         # Weights are read into memory, not mmapped: a model file truncated or rewritten in
-        # place while serving would otherwise kill the server with SIGBUS (seen here).
+        # place while serving would otherwise kill the server with SIGBUS.
         mparams.load_mode = llama_cpp.LLAMA_LOAD_MODE_NONE
         self._model = llama_cpp.llama_model_load_from_file(str(self.path).encode(), mparams)
         if not self._model:
@@ -97,17 +97,17 @@ class Engine(Vocab):
         cparams = llama_cpp.llama_context_default_params()
         cparams.n_ctx = n_ctx
         cparams.n_batch = n_batch
-        # The compute buffer is sized for n_ubatch rows: 99 MB at 512 for SmolLM2, 25 MB at 128.
-        # Prompt speed barely depends on it here (bench-engine), memory does.
+        # The compute buffer is sized for n_ubatch rows: prompt speed barely depends on it
+        # (bench-engine), memory does.
         cparams.n_ubatch = n_ubatch
         # Keys in q8_0 (values stay f16: quantized values need flash attention, see below):
-        # 21 MB less at n_ctx 4096 for SmolLM2, decode as fast. Each key is quantized once, when
+        # less memory, decode as fast. Each key is quantized once, when
         # written, the same way whatever the batch, so KV reuse and batch invariance hold.
         cparams.type_k = llama_cpp.GGML_TYPE_Q8_0
         cparams.n_threads = threads
         cparams.n_threads_batch = threads
-        # Flash attention (auto-on for CPU) gives a reused prefix logits up to 0.85 off a
-        # fresh evaluation here; the plain path is exact (max diff 0.0), so KV reuse is lossless.
+        # Flash attention (auto-on for CPU) gives a reused prefix logits that differ from a
+        # fresh evaluation; the plain path is exact, so KV reuse is lossless.
         cparams.flash_attn_type = 0
         # One unified KV cache: a branch shares its source's cells (no copy), and the cells
         # hold the window, the short prompt and the branches together.
@@ -124,8 +124,8 @@ class Engine(Vocab):
         self.n_ubatch = n_ubatch
         self.n_threads = threads
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
-        # A read can be stopped inside a decode, not only between chunks: a keystroke waited
-        # 30-60 ms for a 32-token chunk to end. The flag is set only while a read runs
+        # A read can be stopped inside a decode, not only between chunks: a keystroke would
+        # otherwise wait for the chunk to end. The flag is set only while a read runs
         # (stop_reading, under the lock), so a generation's decode is never aborted.
         self._stop_read = ctypes.create_string_buffer(2)  # byte 0 nonzero: abort (byte 1 ends the string)
         self._reading = False
@@ -135,7 +135,8 @@ class Engine(Vocab):
                                                ctypes.cast(self._stop_read, ctypes.c_void_p))
         self._seqs: dict[int, list[int]] = {WINDOW: [], SHORT: []}  # tokens whose K/V each holds, in order
         self.decode_steps = 0  # llama_decode calls, ever: lets tests see work stop
-        self.prompt_ms = 0.0  # measured ms per prompt token (running), 0 until seen
+        # Told of each prompt-shaped decode (16+ tokens, at most one logits row): (tokens, depth, ms).
+        self.on_read: Callable[[int, int, float], None] | None = None
 
     def close(self) -> None:
         if getattr(self, "_ctx", None):
@@ -205,9 +206,8 @@ class Engine(Vocab):
             if rc != 0:
                 self.forget(seq)
                 raise ModelError(f"llama_decode failed with code {rc}")
-            if len(part) >= 16:  # a prompt-sized batch: keeps the measured prompt rate current
-                ms = (time.perf_counter() - t0) * 1000 / len(part)
-                self.prompt_ms = ms if not self.prompt_ms else 0.8 * self.prompt_ms + 0.2 * ms
+            if self.on_read is not None and len(part) >= 16 and len(part_rows) <= 1:
+                self.on_read(len(part), base, (time.perf_counter() - t0) * 1000)
             held.extend(part)
             rows.extend(self._logits_row(j) for j in part_rows)
         return rows

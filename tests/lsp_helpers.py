@@ -15,6 +15,11 @@ TEXT = (
     "def area_of_square(side):\n    return "
 )
 
+# One line of `1, ` repeated: the model goes on writing `1, ` for hundreds of tokens, its choice
+# far ahead of the next at every one (test_model_premises.py checks that margin), so a test can
+# count on a long generation on any CPU's kernels.
+REPEATED = "x = [" + "1, " * 200
+
 
 def client_fixture(init_options, capabilities=None, env=None):
     """A client of a fresh server; `env` adds to the server's environment."""

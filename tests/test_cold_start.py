@@ -5,6 +5,7 @@ weights converted once, and llama.cpp's extra buffer types taken out by name."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import subprocess
@@ -19,6 +20,7 @@ import pytest
 from lsp_server.settings import Settings
 from lsp_server.worker import MIN_SHORT_TOKENS, READ_CHUNK, ModelWorker, Request
 from speculative.convert import converted_path, weights_path
+from speculative.cost_model import ReadRate
 from speculative.engine import WINDOW, Engine
 from speculative.errors import Cancelled
 from speculative.windows import WarmWindows
@@ -42,6 +44,22 @@ def worker():
     w.shutdown()
 
 
+class FixedRate(ReadRate):
+    """A read rate real reads do not move: the case is about this rate, not the machine's."""
+
+    def observe(self, n: int, depth: int, ms: float) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def read_rate(w: ModelWorker, ms_per_token: float):
+    saved, w.costs.read = w.costs.read, FixedRate(ms_per_token, 0.0)
+    try:
+        yield
+    finally:
+        w.costs.read = saved
+
+
 def place(n: int) -> tuple[str, str]:
     """(prefix, suffix) at the start of the n-th `def` of argparse.py: a long file above it."""
     at = [i for i in range(len(SOURCE)) if SOURCE.startswith("\n    def ", i)][n] + 1
@@ -60,9 +78,9 @@ def test_a_long_prompt_is_answered_from_a_short_one_and_read_in_the_background(w
     s = settings(150)
     w = worker
     w.engine.reset()
+    budget_tokens = max(MIN_SHORT_TOKENS, w.costs.read.tokens_within(150))
     first = w.complete(prefix, suffix, "argparse.py", s).result()
     assert first.short and first.tokens
-    budget_tokens = max(MIN_SHORT_TOKENS, 150 / w.prompt_ms())
     assert first.n_prompt - first.n_reused <= 1.5 * budget_tokens  # what was read fits the budget
     wait_read(w)
     full = w._full_prompt(w_req(w, prefix, suffix, s)).tokens
@@ -83,11 +101,8 @@ def test_a_slow_measured_rate_still_answers_from_a_short_prompt(worker):
     w = worker
     w.engine.reset()
     w.windows.clear()
-    rate, w.engine.prompt_ms = w.engine.prompt_ms, 20.0  # 150 ms read 7 tokens at this rate
-    try:
+    with read_rate(w, 20.0):  # 150 ms read 7 tokens at this rate
         r = w.complete(*place(40), "slow.py", settings(150)).result()
-    finally:
-        w.engine.prompt_ms = rate
     assert r.short and r.n_prompt <= 2 * MIN_SHORT_TOKENS
     wait_read(w)
 
@@ -105,8 +120,7 @@ def test_typing_on_stays_on_the_short_prompt_while_more_than_a_chunk_is_unread(w
     full = w._full_prompt(w_req(w, prefix + "f", suffix, s)).tokens
     unread = 100  # within the budget at the rate set below, and over a chunk
     w.engine.truncate(len(full) - unread, WINDOW)
-    rate, w.engine.prompt_ms = w.engine.prompt_ms, 1.0
-    try:
+    with read_rate(w, 1.0):
         on = w.complete(prefix + "f", suffix, "argparse.py", s).result()
         assert on.short and on.n_prompt - on.n_reused <= 2  # a keystroke on the short sequence
         wait_read(w)  # the rest, in the background
@@ -114,13 +128,8 @@ def test_typing_on_stays_on_the_short_prompt_while_more_than_a_chunk_is_unread(w
         assert not done.short and done.n_reused == done.n_prompt - 1
         w.engine.truncate(len(full) - unread, WINDOW)
         w._short.clear()  # landing here afresh: within the budget, the full prompt is read at once
-        # The background read above measured the real rate into prompt_ms (on a busy machine,
-        # over the budget for 100 tokens): set again the rate this case is about.
-        w.engine.prompt_ms = 1.0
         landed = w.complete(prefix + "f", suffix, "argparse.py", s).result()
         assert not landed.short and landed.n_prompt - landed.n_reused >= unread
-    finally:
-        w.engine.prompt_ms = rate
 
 
 def test_a_full_answer_elsewhere_drops_the_read_pending_for_the_place_left(worker, caplog):
@@ -131,14 +140,10 @@ def test_a_full_answer_elsewhere_drops_the_read_pending_for_the_place_left(worke
     w.engine.reset()
     w.windows.clear()
     caplog.set_level(logging.DEBUG, logger="specfill")
-    rate, w.engine.prompt_ms = w.engine.prompt_ms, 1.0
-    try:
+    with read_rate(w, 1.0):
         assert w.complete(*a, "argparse.py", s).result().short
-        w.engine.prompt_ms = 1.0  # A's short read measured the real rate into it: B is about this one
         small = (b[0][-300:], "")
         r = w.complete(*small, "other.py", s).result()
-    finally:
-        w.engine.prompt_ms = rate
     assert not r.short
     time.sleep(0.3)
     assert not w.reading and not [m for m in reads_logged(caplog) if m.endswith("done")]

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from speculative.cost_model import PROFILE_KS, CostModel, load_cost_model
+from speculative.cost_model import PROFILE_KS, CostModel, ReadRate, load_cost_model
 
 # The verify costs measured here for SmolLM2-135M on 2 cores (ms for n rows).
 MEASURED = {1: 12.1, 2: 16.9, 3: 21.2, 4: 26.8, 5: 31.2, 6: 37.4, 8: 45.4, 10: 55.5, 12: 65.3, 16: 78.0,
@@ -95,11 +95,14 @@ def test_profile_is_cached_per_model_file_and_threads(engine, tmp_path, monkeypa
     assert set(first.verify_ms) == set(PROFILE_KS)
     assert all(v > 0 for v in first.verify_ms.values())
     assert first.verify_ms[32] > first.verify_ms[1]
+    assert first.read.base_ms > 0 and first.read.depth_ms >= 0  # the prompt read rate, measured with them
     table = json.loads((tmp_path / "verify_costs.json").read_text())
     (key,) = table
     table[key]["verify_ms"]["1"] = 999.0  # prove the second load reads the file
+    table[key]["read_ms"] = [7.0, 0.001]
     (tmp_path / "verify_costs.json").write_text(json.dumps(table))
-    assert load_cost_model(engine, 2, "b").verify_ms[1] == 999.0
+    again = load_cost_model(engine, 2, "b")
+    assert again.verify_ms[1] == 999.0 and (again.read.base_ms, again.read.depth_ms) == (7.0, 0.001)
     # another thread count is another entry
     (tmp_path / "verify_costs.json").write_text("not json")  # a corrupt cache is re-profiled
     assert load_cost_model(engine, 1, "b").verify_ms[1] != 999.0
@@ -129,3 +132,21 @@ def test_check_measures_the_verify_costs_once_and_the_server_starts_with_them(tm
         assert w.costs is not None and not w.costs.measured, "the server read the table check left"
     finally:
         w.shutdown()
+
+
+def test_the_read_rate_prices_a_prompt_by_its_length_and_depth():
+    rate = ReadRate(base_ms=1.0, depth_ms=0.001)
+    assert rate.ms(0, 100) == pytest.approx(100 * (1.0 + 0.05))  # each token at its own depth
+    assert rate.ms(1000, 100) > rate.ms(0, 100)  # attention over what is already read
+    for start in (0, 500, 2000):
+        n = rate.tokens_within(300, start)
+        assert rate.ms(start, n) <= 300 < rate.ms(start, n + 1)
+    assert ReadRate(2.0, 0.0).tokens_within(300) == 150
+
+
+def test_real_reads_move_the_read_rate_and_one_stall_does_not_run_away():
+    rate = ReadRate(base_ms=1.0, depth_ms=0.0)
+    rate.observe(32, 0, 64.0)  # the machine reads at half the profiled speed
+    assert rate.ms(0, 100) == pytest.approx(200.0)
+    rate.observe(32, 0, 64_000.0)  # a stall of the whole machine
+    assert rate.scale <= 0.8 * 2.0 + 0.2 * 3 * 2.0

@@ -1,9 +1,11 @@
 """The real server over stdio with a real LSP client (pytest-lsp), on the embedded model."""
 
 import pytest
-from lsp_helpers import TEXT, client_fixture, complete, end_of, open_doc, wait_ready
+from lsp_helpers import TEXT, client_fixture, complete, end_of, field, open_doc, stats, wait_ready
 from lsprotocol import types
 from pytest_lsp import LanguageClient
+
+from tests.editor_sample import SOURCE
 
 client = client_fixture({"model": {"path": ""}})
 bad_client = client_fixture({"model": {"path": "/nonexistent/model.gguf"}})
@@ -27,6 +29,26 @@ async def test_inline_completion_continues_prefix(client: LanguageClient):
     text = result.items[0].insert_text
     assert text.strip()
     assert "side" in text  # continues `return ` inside area_of_square
+
+
+# About 100 tokens: a small file, read well within the default prompt budget (300 ms).
+SMALL_FILE = (SOURCE + "    return width * height\n\n\n"
+              "def area_of_triangle(base: float, height: float) -> float:\n    return ")
+
+
+@pytest.mark.asyncio
+async def test_a_small_file_is_answered_from_its_full_prompt_on_a_fresh_server(client: LanguageClient):
+    """A fresh server has read no prompt yet: its estimate of the read rate comes from what
+    the cost profile measured reading a prompt, so a file that fits the budget is read whole,
+    not answered from its nearest lines."""
+    await wait_ready(client)
+    rate = field(await stats(client), "prompt_tok_s")
+    assert rate > 0
+    open_doc(client, SMALL_FILE)
+    await complete(client, *end_of(SMALL_FILE), invoked=False)
+    s = await stats(client)
+    assert field(field(s, "ttft_cold_ms"), "n") == 1  # one generation, from the whole file
+    assert field(s, "short") == 0 and field(s, "read_ahead_tokens") == 0, f"estimated {rate:.0f} tokens/s"
 
 
 @pytest.mark.asyncio

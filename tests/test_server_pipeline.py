@@ -4,6 +4,7 @@ import asyncio
 
 import pytest
 from lsp_helpers import (
+    REPEATED,
     TEXT,
     URI,
     client_fixture,
@@ -23,17 +24,17 @@ CAPS = types.ClientCapabilities(
     window=types.WindowClientCapabilities(work_done_progress=True),
     workspace=types.WorkspaceClientCapabilities(configuration=True))
 WORDS = "words = ['alpha', 'beta', 'gamma', 'delta', "  # goes on for many tokens on one line
-ONES = "x = [" + "1, " * 40  # the model keeps writing `1, ` on this line: a long generation
 
 # A generous budget: on a loaded machine the default 2 s can cut a suggestion to a token.
 client = client_fixture({"specfill": {"completion": {"minConfidence": 0, "debounceMs": 0, "budgetMs": 30000}}}, CAPS)
-# plain decoding: prompt lookup would finish the repetitive ONES line too fast to cancel; the
+# plain decoding: prompt lookup would finish the repeated line too fast to cancel; the
 # whole prompt read first: near the prompt budget, a short answer's background read would add
 # decode steps after a cancel (what is counted here is the generation stopping)
 long_client = client_fixture({"specfill": {"completion": {"minConfidence": 0, "maxTokens": 400, "budgetMs": 60000,
                                                           "promptBudgetMs": 0},
                                            "speculation": {"method": "off"}}}, CAPS)
-bad_client = client_fixture({"specfill": {"completion": {"maxTokens": "many"}, "nope": 1}})
+bad_client = client_fixture({"specfill": {"completion": {"maxTokens": "many"}, "nope": 1,
+                                          "trace": {"server": "verbose"}}})
 
 
 @pytest.mark.asyncio
@@ -42,9 +43,17 @@ async def test_invalid_settings_are_named_and_defaults_used(bad_client: Language
         await bad_client.wait_for_notification(types.WINDOW_SHOW_MESSAGE)
     text = "\n".join(m.message for m in bad_client.messages)
     assert "completion.maxTokens" in text and "nope: unknown setting" in text
+    assert "trace" not in text  # the client's own setting
     await wait_ready(bad_client)
     open_doc(bad_client)
     assert (await complete(bad_client, *end_of(TEXT))).items  # still serving, on defaults
+    # The same mistakes sent again (every change of any setting resends them) are told once.
+    told = len(bad_client.messages)
+    bad_client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"specfill": {"completion": {"maxTokens": "many"}, "nope": 1, "other": 2}}))
+    await bad_client.wait_for_notification(types.WINDOW_SHOW_MESSAGE)
+    new = [m.message for m in bad_client.messages[told:]]
+    assert len(new) == 1 and "other: unknown setting" in new[0], new
 
 
 @pytest.mark.asyncio
@@ -130,9 +139,9 @@ async def test_a_keystroke_after_a_cancelled_request_still_gets_a_suggestion(cli
 @pytest.mark.asyncio
 async def test_cancel_request_stops_the_generation(long_client: LanguageClient):
     await wait_ready(long_client)
-    open_doc(long_client, ONES)
+    open_doc(long_client, REPEATED)
     future = asyncio.ensure_future(long_client.protocol.send_request_async(  # a coroutine: start it now
-        types.TEXT_DOCUMENT_INLINE_COMPLETION, inline_params(*end_of(ONES)), msg_id="to-cancel"))
+        types.TEXT_DOCUMENT_INLINE_COMPLETION, inline_params(*end_of(REPEATED)), msg_id="to-cancel"))
     await asyncio.sleep(0.8)
     long_client.protocol.notify("$/cancelRequest", types.CancelParams(id="to-cancel"))
     with pytest.raises(Exception, match="cancel"):
@@ -148,10 +157,10 @@ async def test_cancel_request_stops_the_generation(long_client: LanguageClient):
 @pytest.mark.asyncio
 async def test_a_newer_request_supersedes_the_one_in_flight(long_client: LanguageClient):
     await wait_ready(long_client)
-    open_doc(long_client, ONES)
+    open_doc(long_client, REPEATED)
     other = "file:///tmp/specfill-test/other.py"
     open_doc(long_client, TEXT, uri=other)
-    first = asyncio.ensure_future(complete(long_client, *end_of(ONES)))
+    first = asyncio.ensure_future(complete(long_client, *end_of(REPEATED)))
     await asyncio.sleep(0.5)
     second = asyncio.ensure_future(complete(long_client, *end_of(TEXT), uri=other))
     await asyncio.wait_for(first, timeout=10)  # answers with what it had, long before 400 tokens

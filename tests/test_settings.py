@@ -26,6 +26,14 @@ def test_invalid_values_keep_defaults_and_name_the_field():
         assert field in text
 
 
+def test_settings_the_editor_client_owns_are_accepted_silently():
+    """VS Code's language client reads `specfill.trace.server` itself; a user who sets it
+    has done nothing wrong. The same key deeper down is still unknown."""
+    s, errors = parse_settings({"specfill": {"trace": {"server": "verbose"}, "completion": {"maxTokens": 8}}})
+    assert errors == [] and s.completion.max_tokens == 8
+    assert parse_settings({"completion": {"trace": 1}})[1] == ["completion.trace: unknown setting"]
+
+
 def test_non_object_settings_are_reported():
     assert parse_settings(None) == (Settings(), [])
     assert parse_settings([1, 2])[1] == ["settings: expected an object"]

@@ -86,11 +86,15 @@ class CodeServer:
                 time.sleep(0.3)
 
     def drive(self, folder: Path, file_name: str, typed: str, screenshot: Path, timeout_ms: int = 150000,
-              accept_install: bool = False) -> dict:
+              accept_install: bool = False, wait_log: tuple[Path, str] | None = None) -> dict:
+        """Open the file, type at its end, take the ghost text with Tab. With `wait_log`
+        (a log file, a text), typing starts once the log has the text."""
         url = f"http://127.0.0.1:{self.port}/?folder={folder}"
         env = {**self.env, "NODE_PATH": str(TOOLS / "node_modules")}
         if accept_install:
             env["ACCEPT_INSTALL"] = "1"
+        if wait_log:
+            env["WAIT_LOG"], env["WAIT_LOG_TEXT"] = str(wait_log[0]), wait_log[1]
         run = subprocess.run(["node", str(DRIVER), url, file_name, typed, str(screenshot), str(timeout_ms)],
                              check=False, env=env, capture_output=True, text=True, timeout=timeout_ms / 1000 + 120)
         try:

@@ -1,8 +1,19 @@
 // Drives a real VS Code (code-server) in headless Chromium: open a file, type at its end,
 // wait for specfill's ghost text, take a screenshot, press Tab, save. Prints JSON.
 //   node drive.js URL FILE_NAME TYPED SCREENSHOT [TIMEOUT_MS]
+// With WAIT_LOG (a file) and WAIT_LOG_TEXT, typing waits until the file contains the text.
 // playwright-core comes from the code-server install folder (NODE_PATH).
+const fs = require('fs');
 const { chromium } = require('playwright-core');
+
+async function waitForLog(file, text, deadline) {
+  for (;;) {
+    const log = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '';
+    if (log.includes(text)) return;
+    if (Date.now() > deadline) throw new Error(`the server never logged ${JSON.stringify(text)}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
 
 async function main() {
   const [url, fileName, typed, screenshot, timeoutArg] = process.argv.slice(2);
@@ -40,6 +51,10 @@ async function main() {
       await page.waitForTimeout(250);
     }
     await page.keyboard.press('Control+End');
+    if (process.env.WAIT_LOG && process.env.WAIT_LOG_TEXT) {
+      // The cursor rests before typing, as a person's does: wait for what the server logs then.
+      await waitForLog(process.env.WAIT_LOG, process.env.WAIT_LOG_TEXT, deadline);
+    }
     await page.keyboard.type(typed, { delay: 60 });
     const ghost = page.locator('.monaco-editor .ghost-text-decoration, .monaco-editor .ghost-text');
     await ghost.first().waitFor({ timeout });
