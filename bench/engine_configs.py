@@ -174,7 +174,7 @@ def main(model: str, threads: int, stock_wheels: str, json_out: str | None, ever
     print(f"{model or 'the default model'}, {threads} threads, {os.cpu_count()} cores; CPU flags: {cpu_flags()}; "
           f"medians of {repeat} runs a configuration, interleaved (this machine's run-to-run noise is ~20%)")
     if not stock:
-        print(f"(no llamafile-on build in {stock_wheels}: build one to compare, see the README)")
+        print(f"(no llamafile-on build in {stock_wheels}: build one to compare, see docs/performance.md)")
     head = (f"{'weights':<8}{'repack':>7}{'ubatch':>7}{'build':>14}{'MiB':>5}{'prompt':>8}{'decode':>8}"
             + "".join(f"{'v' + str(k):>6}" for k in VERIFY_ROWS) + f"{'RSS':>6}{'invariant':>10}{'acc':>6}")
     print(head)

@@ -165,9 +165,9 @@ def cmd_check(args: argparse.Namespace) -> int:
             "extra_buffers": list(extra_buffer_types())}
     costs = None
     if args.costs:
-        # The verify-cost table the server would otherwise measure at its first start (3 s
-        # before the first suggestion): measured here, where an install already waits, and
-        # cached for the server (same model file, default threads and build).
+        # The cost table the server would otherwise measure at its first start, before the first
+        # suggestion: measured where an install already waits, and cached for the server (same
+        # model file, default threads and build).
         # Opened as the server opens it: a converted file llama.cpp cannot load is converted again.
         warnings: list[str] = []
         try:

@@ -7,14 +7,14 @@ cache (`cache_prompt`); its own speculation (set where it starts: -md, --spec-ty
 specfill's. A model without FIM tokens makes llama-server refuse /infill; specfill
 then sends `/completion` with a prompt it spells itself (`model.remote.template`), as it
 does for `openai` engines (`/v1/completions`). Nothing is token-healed remotely: neither
-engine can constrain the first tokens (see the README).
+engine can constrain the first tokens (docs/performance.md).
 
 HTTP is httpx's Client on the model thread: connections are pooled and reused from keystroke
 to keystroke, connects (only) are retried. A watcher thread shuts the stream's socket the
 moment the request's cancel flag is set or the time budget runs out: the read returns at
 once, and the engine sees the connection close, which is how it learns to stop generating.
-(httpx's AsyncClient on a loop of its own was measured slower here: 2 ms more a request and
-9 ms to notice a cancel, enough for answers to miss an 80 ms keystroke.)
+(httpx's AsyncClient on a loop of its own was slower to answer and to notice a cancel:
+docs/remote.md.)
 """
 
 from __future__ import annotations

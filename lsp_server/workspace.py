@@ -140,8 +140,8 @@ def identifier_hashes(text: str) -> np.ndarray:
 class WorkspaceIndex:
     """Which identifiers each workspace file uses, kept as hashes; the text itself is read from
     disk when a file is picked (the last few cached). Keeping every file's text and a set of
-    its words took 71 MB for the stdlib's first 16 MB (3,808 files) and 7-10 ms a request to
-    score; this takes a few MB and well under a millisecond (`specfill bench-lsp --workspace`)."""
+    its words cost many times the memory and time a request (`specfill bench-lsp --workspace`;
+    docs/performance.md)."""
 
     CACHED_TEXTS = 8
 

@@ -4,7 +4,7 @@ keystroke (a start that slid with every character would force a cold prefill eac
 
 from __future__ import annotations
 
-PREFIX_CHARS = 4000  # ~1,100 tokens of code: read in ~1.5 s here; 6,000 measured no better (bench-lsp)
+PREFIX_CHARS = 4000  # more measured no better (bench-lsp); docs/performance.md
 SUFFIX_CHARS = 2000
 STEP = 2048  # the window start moves in jumps of this many characters
 

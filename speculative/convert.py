@@ -1,8 +1,8 @@
 """Model weights converted once to Q4_0, the layout llama.cpp's repacked CPU kernels read fastest.
 
-On the machines measured (`specfill bench-engine`), Q4_0 with repacking read prompts about
-2x faster than the shipped Q4_1 SmolLM2 and decoded 1.3-1.6x faster, with batched and one-row
-evaluation still identical; next-token accuracy dropped two to three points. `model.weights`
+Q4_0 with repacking reads prompts and decodes faster than the shipped Q4_1 SmolLM2, with
+batched and one-row evaluation still identical, at a small cost in next-token accuracy
+(`specfill bench-engine`; figures in docs/performance.md). `model.weights`
 chooses: `auto` converts 4-bit files (a like-for-like change of layout) and keeps others as
 shipped, `q4_0` converts any file, `shipped` never converts. The result lives in the cache
 directory, named by the source file's hash, written whole or not at all.

@@ -1,7 +1,7 @@
 """llama.cpp's extra CPU buffer types, with AMX taken out of the list.
 
 The extra buffer types hold weights in layouts made for faster kernels: CPU_REPACK
-interleaves Q4_0 rows for AVX2/AVX-512 (2x the prompt speed of plain Q4_1 measured here), AMX
+interleaves Q4_0 rows for AVX2/AVX-512 (prompts read much faster than plain Q4_1), AMX
 uses Intel's tile unit. AMX crashed in ggml_backend_amx_mul_mat on one machine (SIGSEGV on the
 first decode), and llama.cpp's only switch (use_extra_bufts) turns all of them off. The CPU
 backend hands llama.cpp a null-terminated array that it keeps for the life of the process;

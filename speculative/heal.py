@@ -20,7 +20,7 @@ class PieceIndex:
     """Token ids ordered by their bytes, to find every token that starts with given bytes."""
 
     def __init__(self, pieces: Sequence[bytes]) -> None:
-        # Sorted ids, not (bytes, id) pairs or a dict of lists: 49k of those took 8.5 MB here.
+        # Sorted ids, not (bytes, id) pairs or a dict of lists, which cost many times the memory.
         ids = sorted((t for t, p in enumerate(pieces) if p), key=pieces.__getitem__)  # control tokens: no bytes
         self.keys = [pieces[t] for t in ids]  # the pieces' own bytes objects, not copies
         self.ids = np.array(ids, dtype=np.int32)

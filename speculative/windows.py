@@ -15,11 +15,9 @@ from speculative.engine import WINDOW, Engine, SavedSeq, common_prefix
 MIN_SAVE = 128  # tokens: a cache smaller than this is cheaper to read again than to keep
 
 
-# A saved cache costs ~18 KB a token with SmolLM2 (keys q8_0, values f16): 40 MB hold ~2,300
-# tokens, two to four windows besides the live one. The server may use the model + 250 MB at
-# n_ctx 4096; idle it takes the model + ~165 (Python and its libraries ~70, the context with
-# its KV cache ~75; a workspace index adds up to ~15), and serving peaks ~70 above that,
-# these copies included (`specfill bench-lsp [--workspace DIR]` prints the peak).
+# Enough for a few places besides the live one, within the server's memory limit (the model +
+# 250 MB at n_ctx 4096) with everything else it holds: docs/performance.md has the budget, and
+# `specfill bench-lsp [--workspace DIR]` prints the peak.
 MAX_BYTES = 40 << 20
 
 

@@ -129,7 +129,7 @@ def test_healed_generation_is_the_exact_constrained_greedy_result(engine, prefix
 
 
 def test_healing_mid_identifier_continues_the_word(engine):
-    """The README's sample: `    retu` is finished as `return`, not taken for a name."""
+    """The sample in docs/performance.md: `    retu` is finished as `return`, not taken for a name."""
     prefix = "def area_of_rectangle(width: float, height: float) -> float:\n    retu"
     head, healed = heal_split(prefix)
     prompt = prompt_tokens(engine, build_prompt(family_for(engine), head, "", "x.py"), 1024)
