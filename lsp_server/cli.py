@@ -7,6 +7,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
@@ -71,6 +72,9 @@ def cmd_complete(args: argparse.Namespace) -> int:
     prefix, suffix = text[:offset], text[offset:]
     result = worker.complete(prefix, suffix, args.file, settings).result()
     worker.shutdown()
+    if result is None:
+        print(f"specfill: no prompt could be built at {args.line}:{args.col}", file=sys.stderr)
+        return 1
     print(for_cursor(result.text, prefix, suffix, args.file).text)
     print(f"-- ttft {result.ttft_ms:.0f} ms, {len(result.tokens)} tokens, {result.tok_s:.1f} tok/s, "
           f"prompt {result.n_prompt} tokens" + (" (the short one: the full prompt could not be read within "
@@ -145,8 +149,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     """What an install and an editor's health check need: the version, the llama.cpp build, the
     model file and the weights loaded for it (converted here, once, when the setting asks)."""
     from lsp_server import __version__
+    from lsp_server.local import open_engine
     from lsp_server.settings import Settings
-    from lsp_server.worker import open_engine
     from speculative.build_info import build_info
     from speculative.convert import weights_path
     from speculative.cost_model import load_cost_model
@@ -160,7 +164,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"specfill: {exc}", file=sys.stderr)
         return 2
     build = build_info()
-    info = {"version": __version__, "python": sys.version.split()[0], "model": str(path),
+    info: dict[str, Any] = {"version": __version__, "python": sys.version.split()[0], "model": str(path),
             "model_mb": round(path.stat().st_size / 1e6), "weights": str(weights), **build,
             "extra_buffers": list(extra_buffer_types())}
     costs = None
@@ -212,13 +216,10 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    from lsp_server import __version__
+def _add_runtime_commands(sub) -> None:
+    """What users and the editors run."""
     from lsp_server.settings import WEIGHTS
 
-    parser = argparse.ArgumentParser(prog="specfill", description="Inline code completion from local GGUF models.")
-    parser.add_argument("--version", action="version", version=f"specfill {__version__}")
-    sub = parser.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("serve", help="run the language server on stdio (or TCP with --port)")
     p.add_argument("--port", type=int, help="listen on TCP instead of stdio")
     p.add_argument("--host", default="127.0.0.1", help="TCP address (default 127.0.0.1: this machine only)")
@@ -240,14 +241,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model")
     p.add_argument("--file", help="file to type into (default: a copy of the sample shipped with specfill)")
     p.set_defaults(func=cmd_demo)
-    p = sub.add_parser("bench-ttft", help="cold prefill vs warm TTFT after one keystroke")
-    p.add_argument("--model")
-    p.add_argument("--source", default=argparse.__file__, help="a text of --tokens tokens or more "
-                   "(default: the standard library's argparse.py)")
-    p.add_argument("--tokens", type=int, default=1000)
-    p.add_argument("--repeat", type=int, default=5)
-    p.add_argument("--json")
-    p.set_defaults(func=cmd_bench_ttft)
+    p = sub.add_parser("check", help="the version, the llama.cpp build and the model (installs, health checks)")
+    p.add_argument("--model", help="GGUF path or packaged name (default: the embedded SmolLM2-135M)")
+    p.add_argument("--weights", default="auto", choices=WEIGHTS, help="as model.weights")
+    p.add_argument("--json", action="store_true", help="one JSON object")
+    p.add_argument("--costs", action="store_true",
+                   help="also measure (once) and cache the verify costs the server needs at its first start")
+    p.set_defaults(func=cmd_check)
+    p = sub.add_parser("schema", help="print the settings schema as JSON; --write regenerates the editors' copies")
+    p.add_argument("--write", action="store_true", help="regenerate the copies in a source checkout (--root)")
+    p.add_argument("--root", default=".", help="the specfill source checkout (default: the current folder)")
+    p.set_defaults(func=cmd_schema)
+
+
+def _add_bench_commands(sub) -> None:
+    """Workloads and the engine-level benches."""
+    from lsp_server.settings import WEIGHTS
+
     p = sub.add_parser("workload", help="write completion cases cut from real files (JSONL)")
     p.add_argument("--from", dest="source", required=True, help="folder of source files")
     p.add_argument("--kind", choices=["fim", "edit", "copy"], default="fim")
@@ -268,6 +278,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=0, help="0 = all cores")
     p.add_argument("--json")
     p.set_defaults(func=cmd_bench)
+    p = sub.add_parser("bench-ttft", help="cold prefill vs warm TTFT after one keystroke")
+    p.add_argument("--model")
+    p.add_argument("--source", default=argparse.__file__, help="a text of --tokens tokens or more "
+                   "(default: the standard library's argparse.py)")
+    p.add_argument("--tokens", type=int, default=1000)
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--json")
+    p.set_defaults(func=cmd_bench_ttft)
+
+
+def _add_server_bench_commands(sub) -> None:
+    """Benches of the real server and of engine configurations."""
     p = sub.add_parser("bench-lsp", help="type workload cases into the real server; latency and usefulness")
     p.add_argument("--workload", required=True, help="JSONL file from `specfill workload`")
     p.add_argument("--key-ms", type=float, default=80.0, help="pause between keystrokes")
@@ -301,16 +323,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json")
     p.set_defaults(func=cmd_stress)
-    p = sub.add_parser("check", help="the version, the llama.cpp build and the model (installs, health checks)")
-    p.add_argument("--model", help="GGUF path or packaged name (default: the embedded SmolLM2-135M)")
-    p.add_argument("--weights", default="auto", choices=WEIGHTS, help="as model.weights")
-    p.add_argument("--json", action="store_true", help="one JSON object")
-    p.add_argument("--costs", action="store_true",
-                   help="also measure (once) and cache the verify costs the server needs at its first start")
-    p.set_defaults(func=cmd_check)
-    p = sub.add_parser("schema", help="print the settings schema as JSON; --write regenerates the editors' copies")
-    p.add_argument("--write", action="store_true", help="regenerate the copies in a source checkout (--root)")
-    p.add_argument("--root", default=".", help="the specfill source checkout (default: the current folder)")
-    p.set_defaults(func=cmd_schema)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from lsp_server import __version__
+
+    parser = argparse.ArgumentParser(prog="specfill", description="Inline code completion from local GGUF models.")
+    parser.add_argument("--version", action="version", version=f"specfill {__version__}")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    _add_runtime_commands(sub)
+    _add_bench_commands(sub)
+    _add_server_bench_commands(sub)
     args = parser.parse_args(argv)
     return args.func(args)

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from lsp_server.cache import TypeThroughCache
+from lsp_server.cache import Entry, TypeThroughCache
 from lsp_server.postprocess import Suggestion, for_cursor
 from lsp_server.settings import Settings
 from lsp_server.stats import Stats
@@ -193,7 +193,7 @@ class Pipeline:
             if result is None:
                 return
             entry.text, entry.done = result.text, True
-            self.stats.generation(result, getattr(result, "cpu_ms", 0.0))
+            self.stats.generation(result)
             # Idle, and no full prompt left to read (that matters more than a guess ahead).
             if candidates == 1 and settings.completion.after_accept and result.stop_reason != "cancelled" \
                     and not result.short and self._inflight.get(at.uri) is None and not self.worker.reading:
@@ -202,17 +202,18 @@ class Pipeline:
         future.add_done_callback(done)
         return flight
 
-    def _after_accept(self, at: Position, entry, settings: Settings) -> None:
+    def _after_accept(self, at: Position, entry: Entry, settings: Settings) -> None:
         """Generate what follows the shown suggestion as if it were accepted, into its cache
         entry; any request stops it at the next step (the worker's supersede)."""
         shown = self._finish(at, entry.text, settings)
-        if shown is None or shown.replace_chars or self.worker.remote is not None:
+        backend = self.worker.backend
+        if shown is None or shown.replace_chars or not (backend and backend.reads_ahead):
             return
-        accepted = at.prefix + shown.text
+        accepted, shown_text = at.prefix + shown.text, shown.text
 
         def on_text(text: str) -> None:  # on the model thread
             if self.cache.current(at.uri) is entry:
-                entry.text = shown.text + text
+                entry.text = shown_text + text
 
         def done(f) -> None:
             result = None if f.cancelled() or f.exception() is not None else f.result()

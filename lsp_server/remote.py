@@ -31,8 +31,12 @@ from dataclasses import dataclass
 
 import httpx
 
-from lsp_server.settings import RemoteSettings
-from prompts import ContextFile, build_prompt
+from lsp_server.engines import Completion, Request
+from lsp_server.postprocess import wants_single_line
+from lsp_server.prompt_plan import CONTEXT_CHARS, CONTEXT_FILES
+from lsp_server.settings import RemoteSettings, Settings
+from prompts import FAMILIES, ContextFile, build_prompt
+from prompts.window import prefix_window, suffix_window
 from speculative.decode import GenerationResult
 from speculative.output import cut_at_stop
 
@@ -100,25 +104,6 @@ class RemoteEngine:
     def describe(self) -> str:
         return f"{self.cfg.kind} at {self.url}"
 
-    def _error(self, exc: httpx.HTTPError) -> RemoteError:
-        """An httpx error in words that say where, what and after how long."""
-        if isinstance(exc, httpx.ConnectTimeout):
-            return RemoteError(f"cannot connect to {self.url}: timed out ({CONNECT_RETRIES + 1} attempts)")
-        if isinstance(exc, httpx.ConnectError):
-            cause = _root_cause(exc)
-            if isinstance(cause, ssl.SSLError):
-                return RemoteError(f"TLS with {self.url} failed: {cause}")
-            if isinstance(cause, socket.gaierror):  # a wrong host name: retrying does not help
-                return RemoteError(f"cannot resolve {self.url.host}: {cause.strerror or cause}")
-            errno = getattr(cause, "errno", None)
-            why = os.strerror(errno) if errno else str(cause) or type(cause).__name__
-            return RemoteError(f"cannot connect to {self.url}: {why} ({CONNECT_RETRIES + 1} attempts)")
-        if isinstance(exc, httpx.ReadTimeout):
-            return RemoteError(f"no answer from {self.url} in {self.read_s:g} s")
-        if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
-            return RemoteError(f"{self.url} closed the connection: {exc or type(exc).__name__}")
-        return RemoteError(f"{self.url}: {exc or type(exc).__name__}")
-
     def probe(self) -> str:
         """Ask the engine whether it is up (`/health` or `/v1/models`); what it said."""
         path = "/health" if self.cfg.kind == "llama-server" else "/v1/models"
@@ -128,7 +113,7 @@ class RemoteEngine:
                 self._raise_for_status(resp, path)
                 return resp.read().decode("utf-8", "replace")[:200]
         except httpx.HTTPError as exc:
-            raise self._error(exc) from None
+            raise _error(self.url, self.read_s, exc) from None
 
     def _at(self, path: str) -> httpx.URL:
         return self.url.copy_with(path=self.url.path.rstrip("/") + path)
@@ -196,9 +181,9 @@ class RemoteEngine:
                 # answer) fails before any response: the engine never saw the request, so it is
                 # sent again, once, on a new connection. Anything else is not retried.
                 if attempt == 2 or self.connections != opened or out.events:
-                    raise self._error(exc) from None
+                    raise _error(self.url, self.read_s, exc) from None
             except httpx.HTTPError as exc:
-                raise self._error(exc) from None
+                raise _error(self.url, self.read_s, exc) from None
         total = (time.monotonic() - t0) * 1000
         return GenerationResult(text=out.text, tokens=[], stop_reason=out.reason, n_prompt=out.n_prompt,
                                 n_reused=out.n_reused, ttft_ms=out.ttft_ms if out.ttft_ms is not None else total,
@@ -289,6 +274,26 @@ class RemoteEngine:
         return event.get("content") or "", done, why
 
 
+def _error(url: httpx.URL, read_s: float, exc: httpx.HTTPError) -> RemoteError:
+    """An httpx error in words that say where, what and after how long."""
+    if isinstance(exc, httpx.ConnectTimeout):
+        return RemoteError(f"cannot connect to {url}: timed out ({CONNECT_RETRIES + 1} attempts)")
+    if isinstance(exc, httpx.ConnectError):
+        cause = _root_cause(exc)
+        if isinstance(cause, ssl.SSLError):
+            return RemoteError(f"TLS with {url} failed: {cause}")
+        if isinstance(cause, socket.gaierror):  # a wrong host name: retrying does not help
+            return RemoteError(f"cannot resolve {url.host}: {cause.strerror or cause}")
+        errno = getattr(cause, "errno", None)
+        why = os.strerror(errno) if errno else str(cause) or type(cause).__name__
+        return RemoteError(f"cannot connect to {url}: {why} ({CONNECT_RETRIES + 1} attempts)")
+    if isinstance(exc, httpx.ReadTimeout):
+        return RemoteError(f"no answer from {url} in {read_s:g} s")
+    if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
+        return RemoteError(f"{url} closed the connection: {exc or type(exc).__name__}")
+    return RemoteError(f"{url}: {exc or type(exc).__name__}")
+
+
 def _shut(response: httpx.Response | None) -> None:
     """End the stream's TCP connection now: the engine sees it closed and stops generating,
     and the blocked read on the model thread returns."""
@@ -304,3 +309,37 @@ def _root_cause(exc: BaseException) -> BaseException:
     while (inner := exc.__cause__ or exc.__context__) is not None and inner is not exc:
         exc = inner
     return exc
+
+
+class RemoteCompletion:
+    """A `CompletionEngine` on a serving engine: the same context, sent as text."""
+
+    reads_ahead = False  # the engine reads its own prompts; after-accept work would cost it a request
+
+    def __init__(self, settings: Settings) -> None:
+        self.remote = RemoteEngine(settings.model.remote)
+        self.family = f"remote {settings.model.remote.kind}"
+        self.describe = self.remote.describe()
+
+    def complete(self, req: Request) -> Completion | None:
+        if req.cancel.is_set():
+            return None
+        s = req.settings
+        prefix, suffix = prefix_window(req.prefix), suffix_window(req.suffix)
+        single = wants_single_line(suffix.split("\n", 1)[0], s.completion.multiline)
+        stop = FAMILIES[s.model.remote.template].stop + (("\n",) if single else ())
+        context = [ContextFile(o.path, o.text[-CONTEXT_CHARS:]) for o in req.others[:CONTEXT_FILES]]
+        return Completion.of(self.remote.generate(
+            prefix, suffix, req.path, context, max_tokens=s.completion.max_tokens, stop=stop,
+            budget_s=s.completion.budget_ms / 1000, cancel=req.cancel, on_text=req.on_text))
+
+    def interrupt(self) -> None:
+        """Nothing runs in the background: a request's own cancel shuts its stream."""
+
+    def stats(self) -> dict:
+        r = self.remote
+        return {"remote": {"url": r.endpoint, "kind": r.cfg.kind, "infill": r.infill, "requests": r.requests,
+                           "connections": r.connections}}
+
+    def close(self) -> None:
+        self.remote.close()

@@ -56,7 +56,8 @@ class SpecfillServer(LanguageServer):
         if settings.context.open_files:
             this = docs[uri].path if uri in docs else uri
             out += [ContextFile(c.path, c.text) for c in self.chunks.recent(exclude_path=this)]
-            order = sorted((u for u in self.recent if u != uri and u in docs), key=self.recent.get, reverse=True)
+            order = sorted((u for u in self.recent if u != uri and u in docs), key=self.recent.__getitem__,
+                           reverse=True)
             out += [ContextFile(docs[u].path or u, docs[u].source) for u in order]
         if settings.context.workspace and self.index is not None:
             this = docs[uri].path if uri in docs else ""
@@ -78,7 +79,7 @@ class SpecfillServer(LanguageServer):
         folders = [f.uri for f in self.workspace.folders.values()] if self.workspace.folders else []
         if not folders and self.workspace.root_uri:
             folders = [self.workspace.root_uri]
-        return [uris.to_fs_path(u) for u in folders if u and u.startswith("file:")]
+        return [p for u in folders if u and u.startswith("file:") and (p := uris.to_fs_path(u))]
 
     def update_index(self) -> None:
         """Start, restart or stop the workspace indexer to match settings and folders."""
@@ -270,7 +271,7 @@ async def completion(ls: SpecfillServer, params: types.CompletionParams) -> type
         return types.CompletionList(is_incomplete=False, items=[])
     at = _position(ls, params.text_document.uri, params.position)
     suggestion = await ls.pipeline.suggest(at, ls.settings, True, ls.tell) if at else None
-    if suggestion is None:
+    if at is None or suggestion is None:
         return types.CompletionList(is_incomplete=True, items=[])
     label = suggestion.text.split("\n", 1)[0].strip()[:60] or suggestion.text.strip()[:60]
     return types.CompletionList(is_incomplete=True, items=[types.CompletionItem(
@@ -297,7 +298,8 @@ def did_focus(ls: SpecfillServer, params) -> None:
         log.warning("specfill/didFocus needs {textDocument: {uri}, position: {line, character}}: %.200r", params)
         return
     at = _position(ls, uri, types.Position(line=line, character=character)) if line >= 0 and character >= 0 else None
-    if at is None or not ls.worker.ready or ls.worker.remote is not None or not ls.settings.completion.enable:
+    backend = ls.worker.backend
+    if at is None or not ls.worker.ready or not (backend and backend.reads_ahead) or not ls.settings.completion.enable:
         return
     others = ls.other_documents(uri, at.prefix[-NEAR_CHARS:], ls.settings)
     ls.worker.read_ahead(at.prefix, at.suffix, at.path, ls.settings, others)
@@ -326,19 +328,9 @@ def did_accept(ls: SpecfillServer, params) -> None:
 @server.feature("specfill/stats")
 def stats(ls: SpecfillServer, params) -> dict:
     """Counts, latency percentiles, speculation figures and the loaded build."""
-    w = ls.worker
     return ls.pipeline.stats.report({
-        "model": w.loaded, "family": w.family, "state": w.state,
-        "error": w.error, "build": build_info(), "speculation": ls.settings.speculation.method,
-        "draft_model": str(w.draft.engine.path) if w.draft else None, "time": time.time(),
-        "decode_steps": w.engine.decode_steps if w.engine else 0, "threads": threading.active_count(),
-        "context_chunks": len(ls.chunks), "model_file": w.model_file,
-        "extra_buffers": list(w.engine.buffer_types) if w.engine else [],
-        "prompt_tok_s": w.prompt_tok_s() if w.engine else 0.0,
-        "warm_windows": {"saved": len(w.windows), "mb": w.windows.bytes / 2**20, "loads": w.windows.loads},
-        "read_ahead_tokens": w.read_ahead_tokens,
-        "remote": {"url": str(w.remote.endpoint), "kind": w.remote.cfg.kind, "infill": w.remote.infill,
-                   "requests": w.remote.requests, "connections": w.remote.connections} if w.remote else None,
+        **ls.worker.stats(), "build": build_info(), "speculation": ls.settings.speculation.method,
+        "time": time.time(), "threads": threading.active_count(), "context_chunks": len(ls.chunks),
         "workspace": {"roots": [str(r) for r in ls.index.roots], "files": len(ls.index.files),
                       "scanned": ls.index.ready.is_set()} if ls.index else None,
     })

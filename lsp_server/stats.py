@@ -7,6 +7,8 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from lsp_server.engines import Completion
+
 WINDOW = 1000  # latencies kept for percentiles: recent behaviour, bounded memory
 COLD_TOKENS = 64  # a generation that had more of its prompt to read than this was a cold one
 
@@ -52,13 +54,13 @@ class Stats:
     latency_ms: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
     started: float = field(default_factory=time.time)
 
-    def generation(self, result, cpu_ms: float) -> None:
+    def generation(self, result: Completion) -> None:
         if result.stop_reason == "cancelled":
             self.superseded += 1
         self.drafted += result.drafted
         self.draft_accepted += result.accepted
         self.spec_steps += result.spec_steps
-        self.cpu_ms += cpu_ms
+        self.cpu_ms += result.cpu_ms
         self.ttft_ms.append(result.ttft_ms)
         cold = result.short or result.n_prompt - result.n_reused > COLD_TOKENS
         (self.ttft_cold_ms if cold else self.ttft_warm_ms).append(result.ttft_ms)

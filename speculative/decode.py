@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -30,6 +31,9 @@ from speculative.errors import Cancelled
 from speculative.heal import Heal, PieceIndex
 from speculative.output import Output
 
+if TYPE_CHECKING:
+    from speculative.engine import Engine
+
 WINDOW = 0  # the engine's sequence of full prompts (engine.WINDOW; engine imports this module)
 
 
@@ -38,7 +42,6 @@ class GenerationResult:
     text: str  # what follows the cursor (the healed text is not part of it)
     tokens: list[int]
     stop_reason: str  # "eog" | "stop" | "max_tokens" | "budget" | "cancelled" | "confidence"
-    # (the server's "word": cut at a doubted token inside a word the file's words completed)
     n_prompt: int
     n_reused: int
     ttft_ms: float
@@ -47,12 +50,9 @@ class GenerationResult:
     drafted: int = 0  # draft tokens verified
     accepted: int = 0  # draft tokens accepted
     spec_steps: int = 0  # steps that verified a draft
-    cpu_ms: float = 0.0  # CPU time of the generating thread, when the caller measures it
     probs: list[float] = field(default_factory=list)  # the target's probability of each emitted token
     healed: str = ""  # the text before the cursor that generation reproduced first
-    short: bool = False  # answered from the short prompt (the full one was not read yet)
     trace: list[dict] = field(default_factory=list)  # per emitted token, when asked for
-    alternatives: list[str] = field(default_factory=list)  # other candidates, when asked for
 
     @property
     def tok_s(self) -> float:
@@ -90,7 +90,7 @@ class Picker:
     def pick(self, row: np.ndarray) -> Pick:
         allowed = self.heal.allowed() if self.heal is not None else None
         scores = row if allowed is None else row[allowed]
-        if self.temperature <= 0:
+        if self.rng is None:  # greedy
             i = int(np.argmax(scores))
         else:
             z = (scores - scores.max()) / self.temperature
@@ -145,88 +145,165 @@ def verify(rows: Sequence[np.ndarray], proposal: Sequence[int], picker: Picker,
     return len(proposal), pending
 
 
-def generate(engine, prompt: Sequence[int], *, max_tokens: int = 64, stop: Sequence[str] = (),
-             budget_s: float | None = None, cancel: threading.Event | None = None,
-             on_text: Callable[[str], None] | None = None, drafter: Drafter | None = None,
-             costs: CostModel | None = None, temperature: float = 0.0, seed: int = 0,
-             extra_sources: Sequence[Sequence[int]] = (), max_draft: int = 31, trace: bool = False,
-             heal: Heal | None = None, min_confidence: float = 0.0, index: PieceIndex | None = None,
-             seq: int = WINDOW) -> GenerationResult:
-    """Generate from `prompt` on `engine`'s sequence `seq`; with a drafter, verify its drafts in
-    batches. With `heal`, the output first reproduces its text (not part of `text`). With
-    `index` (or heal's), a doubted token is cut to the part of it the model is sure of."""
-    if drafter is not None and costs is None:
-        raise ValueError("speculation needs a cost model (speculative.cost_model.load_cost_model)")
-    t0 = time.perf_counter()
-    max_tokens = clamp_max_tokens(max_tokens, engine.n_ctx)
-    prompt = list(prompt)[-(engine.n_ctx - max_tokens - 1):]
-    try:
-        logits, reused = engine.prefill(prompt, cancel, seq)
-    except Cancelled:  # superseded while reading a long prompt: nothing generated, progress kept
-        return GenerationResult("", [], "cancelled", len(prompt), 0, 0.0, (time.perf_counter() - t0) * 1000, 0)
-    steps0 = engine.decode_steps
-    healed = heal.rest if heal is not None else b""
-    seq_tokens = np.empty(len(prompt) + len(healed) + max_tokens + 1, dtype=np.int32)  # prompt + output
-    seq_tokens[: len(prompt)] = prompt
-    n = len(prompt)
-    out = Output(engine.token_bytes, stop, max_tokens, on_text, skip=len(healed), min_confidence=min_confidence)
-    picker = Picker(temperature, seed, heal, with_probs=trace, min_confidence=min_confidence,
-                    index=index or (heal.index if heal is not None else None), token_bytes=engine.token_bytes)
-    res = GenerationResult("", [], "", len(prompt), reused, 0.0, 0.0, 0, healed=healed.decode("utf-8", "replace"))
-    if drafter is not None:
-        drafter.begin(extra_sources)
+@dataclass(frozen=True)
+class Decoding:
+    """How to decode: the length, stops and time allowed, sampling, the confidence cut, how
+    many drafted tokens one step may verify, and the engine's sequence to decode on."""
 
-    def emit(tok: int, prob: float, sure: int) -> bool:
-        nonlocal n
-        before = len(out.tokens)
-        alive = out.emit(tok, engine.is_eog(tok), prob, sure)
-        if len(out.tokens) > before:
-            seq_tokens[n] = tok
-            n += 1
+    max_tokens: int = 64
+    stop: Sequence[str] = ()
+    budget_s: float | None = None
+    temperature: float = 0.0
+    seed: int = 0
+    min_confidence: float = 0.0
+    max_draft: int = 31
+    seq: int = WINDOW
+
+
+class Tracer:
+    """A hook for benches: what the target chose and by what margin at every emitted token.
+    This base keeps nothing; `generate` calls it at every step all the same."""
+
+    def first(self, token: int, row: np.ndarray) -> None: ...
+
+    def rows(self, rows: Sequence[np.ndarray], step: int) -> None: ...
+
+    def verified(self, n_rows: int, accepted: int) -> None: ...
+
+    def finish(self, tokens: Sequence[int]) -> list[dict]:
+        return []
+
+
+class TokenTrace(Tracer):
+    """Per emitted token: the token, the target's argmax and top-2 gap, the step it came from."""
+
+    def __init__(self) -> None:
+        self.entries: list[dict] = []
+
+    def first(self, token: int, row: np.ndarray) -> None:
+        self.entries.append({"token": token, "argmax": int(np.argmax(row)), "gap": _top2_gap(row), "step": 0})
+
+    def rows(self, rows: Sequence[np.ndarray], step: int) -> None:
+        self.entries += [{"token": -1, "argmax": int(np.argmax(r)), "gap": _top2_gap(r), "step": step} for r in rows]
+
+    def verified(self, n_rows: int, accepted: int) -> None:
+        del self.entries[len(self.entries) - n_rows + accepted + 1:]  # rows after the first rejection: never used
+
+    def finish(self, tokens: Sequence[int]) -> list[dict]:
+        for entry, tok in zip(self.entries, tokens, strict=False):
+            entry["token"] = tok
+        return self.entries[: len(tokens)]  # the last pending token may not have been emitted
+
+
+@dataclass
+class Aids:
+    """What the caller plugs into a generation: speculation (a drafter, the cost model, text
+    worth copying from), token healing and the token index for the sure part of a doubted
+    token, a cancel flag, a text callback (streaming) and a tracer."""
+
+    drafter: Drafter | None = None
+    costs: CostModel | None = None
+    extra_sources: Sequence[Sequence[int]] = ()
+    heal: Heal | None = None
+    index: PieceIndex | None = None
+    cancel: threading.Event | None = None
+    on_text: Callable[[str], None] | None = None
+    tracer: Tracer = field(default_factory=Tracer)
+
+
+class _Run:
+    """One generation's state: the tokens so far, the output and its stops, the picker."""
+
+    def __init__(self, engine: Engine, prompt: list[int], opts: Decoding, aids: Aids, max_tokens: int) -> None:
+        self.engine, self.opts, self.aids = engine, opts, aids
+        healed = aids.heal.rest if aids.heal is not None else b""
+        self.tokens = np.empty(len(prompt) + len(healed) + max_tokens + 1, dtype=np.int32)  # prompt + output
+        self.tokens[: len(prompt)] = prompt
+        self.n = len(prompt)
+        self.out = Output(engine.token_bytes, opts.stop, max_tokens, aids.on_text, skip=len(healed),
+                          min_confidence=opts.min_confidence)
+        self.picker = Picker(opts.temperature, opts.seed, aids.heal, with_probs=isinstance(aids.tracer, TokenTrace),
+                             min_confidence=opts.min_confidence,
+                             index=aids.index or (aids.heal.index if aids.heal is not None else None),
+                             token_bytes=engine.token_bytes)
+        self.healed = healed.decode("utf-8", "replace")
+
+    def emit(self, tok: int, prob: float, sure: int) -> bool:
+        before = len(self.out.tokens)
+        alive = self.out.emit(tok, self.engine.is_eog(tok), prob, sure)
+        if len(self.out.tokens) > before:
+            self.tokens[self.n] = tok
+            self.n += 1
         return alive
 
-    pending: Pick | None = picker.pick(logits)  # the next token, not yet in the KV cache
-    res.ttft_ms = (time.perf_counter() - t0) * 1000
-    if trace:
-        res.trace.append({"token": pending[0], "argmax": int(np.argmax(logits)), "gap": _top2_gap(logits), "step": 0})
-    while pending is not None and emit(*pending):
-        if cancel is not None and cancel.is_set():
-            out.reason = "cancelled"
-            break
-        if budget_s is not None and time.perf_counter() - t0 > budget_s:
-            out.reason = "budget"
-            break
+    def stopped(self, t0: float) -> str | None:
+        """Why to stop before the next step, if anything says so."""
+        if self.aids.cancel is not None and self.aids.cancel.is_set():
+            return "cancelled"
+        if self.opts.budget_s is not None and time.perf_counter() - t0 > self.opts.budget_s:
+            return "budget"
+        if self.engine.n_ctx - len(self.engine.held(self.opts.seq)) - 1 < 1:
+            return "max_tokens"
+        return None
+
+    def step(self, pending: Pick, res: GenerationResult, steps0: int) -> Pick | None:
+        """Feed the pending token and a draft to the target; keep what it agrees with."""
+        engine, aids, seq = self.engine, self.aids, self.opts.seq
         depth = len(engine.held(seq))
-        room = engine.n_ctx - depth - 1
-        if room < 1:
-            out.reason = "max_tokens"
-            break
-        k_cap = min(out.room() - 1, room - 1, max_draft)
-        draft = drafter.propose(seq_tokens[:n], k_cap, costs) if drafter is not None and k_cap > 0 else None
+        k_cap = min(self.out.room() - 1, engine.n_ctx - depth - 2, self.opts.max_draft)
+        draft = None
+        if aids.drafter is not None and aids.costs is not None and k_cap > 0:
+            draft = aids.drafter.propose(self.tokens[: self.n], k_cap, aids.costs)
         proposal = draft.tokens if draft is not None else []
         t_step = time.perf_counter()
         rows = engine.eval([pending[0], *proposal], want_rows=range(len(proposal) + 1), seq=seq)
-        if costs is not None:
-            costs.observe(len(proposal) + 1, (time.perf_counter() - t_step) * 1000, depth)
-        if trace:
-            step = engine.decode_steps - steps0
-            res.trace += [{"token": -1, "argmax": int(np.argmax(r)), "gap": _top2_gap(r), "step": step} for r in rows]
-        accepted, pending = verify(rows, proposal, picker, emit)
-        if trace:  # rows after the first rejection were never emitted from
-            del res.trace[len(res.trace) - len(rows) + accepted + 1:]
-        if draft is not None:
+        if aids.costs is not None:
+            aids.costs.observe(len(proposal) + 1, (time.perf_counter() - t_step) * 1000, depth)
+        aids.tracer.rows(rows, engine.decode_steps - steps0)
+        accepted, nxt = verify(rows, proposal, self.picker, self.emit)
+        aids.tracer.verified(len(rows), accepted)
+        if draft is not None and aids.drafter is not None:
             engine.truncate(len(engine.held(seq)) - (len(proposal) - accepted), seq)
-            drafter.feedback(draft, accepted)
-            res.drafted += len(proposal)
-            res.accepted += accepted
-            res.spec_steps += 1
-    if drafter is not None:
-        drafter.end(out.tokens)
+            aids.drafter.feedback(draft, accepted)
+            res.drafted, res.accepted, res.spec_steps = res.drafted + len(proposal), res.accepted + accepted, \
+                res.spec_steps + 1
+        return nxt
+
+
+def generate(engine: Engine, prompt: Sequence[int], opts: Decoding | None = None,
+             aids: Aids | None = None) -> GenerationResult:
+    """Generate from `prompt` on `engine`'s sequence `opts.seq`; with a drafter, verify its
+    drafts in batches. With `aids.heal`, the output first reproduces its text (not part of
+    `text`). With an index (or heal's), a doubted token is cut to the part the model is sure of."""
+    opts, aids = opts or Decoding(), aids or Aids()
+    if aids.drafter is not None and aids.costs is None:
+        raise ValueError("speculation needs a cost model (speculative.cost_model.load_cost_model)")
+    t0 = time.perf_counter()
+    max_tokens = clamp_max_tokens(opts.max_tokens, engine.n_ctx)
+    prompt = list(prompt)[-(engine.n_ctx - max_tokens - 1):]
+    try:
+        logits, reused = engine.prefill(prompt, aids.cancel, opts.seq)
+    except Cancelled:  # superseded while reading a long prompt: nothing generated, progress kept
+        return GenerationResult("", [], "cancelled", len(prompt), 0, 0.0, (time.perf_counter() - t0) * 1000, 0)
+    steps0 = engine.decode_steps
+    run = _Run(engine, prompt, opts, aids, max_tokens)
+    res = GenerationResult("", [], "", len(prompt), reused, 0.0, 0.0, 0, healed=run.healed)
+    if aids.drafter is not None:
+        aids.drafter.begin(aids.extra_sources)
+    first = run.picker.pick(logits)  # the next token, not yet in the KV cache
+    res.ttft_ms = (time.perf_counter() - t0) * 1000
+    aids.tracer.first(first[0], logits)
+    pending: Pick | None = first
+    while pending is not None and run.emit(*pending):
+        if reason := run.stopped(t0):
+            run.out.reason = reason
+            break
+        pending = run.step(pending, res, steps0)
+    if aids.drafter is not None:
+        aids.drafter.end(run.out.tokens)
+    out = run.out
     res.text, res.tokens, res.probs, res.stop_reason = out.text, out.tokens, out.probs, out.reason or "max_tokens"
     res.decode_steps = engine.decode_steps - steps0
     res.total_ms = (time.perf_counter() - t0) * 1000
-    if trace:  # one entry per emitted token (the last pending token may not have been emitted)
-        for entry, tok in zip(res.trace, res.tokens, strict=False):
-            entry["token"] = tok
-        res.trace = res.trace[: len(res.tokens)]
+    res.trace = aids.tracer.finish(res.tokens)
     return res

@@ -5,12 +5,13 @@ prompt (WINDOW: the full prompt of where the user works; SHORT: a short prompt t
 at once while the full one is read; the rest: candidates' branches). A request evaluates
 only the tokens after the longest common prefix with what its sequence holds, and asks for
 logits only on the rows it reads (no logits_all buffer). A window's cache can be saved to
-memory and loaded back (`save`/`load`), so moving between places reads nothing again.
+memory and loaded back (`save_seq`/`load_seq`), so moving between places reads nothing again.
 """
 
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import mmap
 import os
 import threading
@@ -18,13 +19,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import llama_cpp
 import numpy as np
 
 from speculative.cpu_buffers import extra_buffer_types
-from speculative.decode import GenerationResult, generate
+from speculative.decode import Aids, Decoding, GenerationResult, TokenTrace, Tracer, generate
 from speculative.errors import Cancelled, ModelError
 from speculative.model_file import check_gguf
 from speculative.vocab import Vocab
@@ -32,6 +33,7 @@ from speculative.vocab import Vocab
 WINDOW, SHORT = 0, 1  # sequences of the full prompt and of the short one
 FIRST_BRANCH = 2  # candidates branch on sequences FIRST_BRANCH.. (cells shared with their source)
 MAX_SEQS = 10
+AIDS = frozenset(f.name for f in dataclasses.fields(Aids))
 
 
 @llama_cpp.llama_log_callback
@@ -45,17 +47,17 @@ llama_cpp.llama_log_set(_quiet_log, ctypes.c_void_p(0))
 llama_cpp.llama_backend_init()
 
 
-def _flag_is_set() -> llama_cpp.ggml_abort_callback | None:
+def _flag_is_set() -> Any:
     """An abort callback that needs no Python: C's strlen on a flag byte (a nonzero length,
     returned as a C bool, is true). llama.cpp asks it after every node of a decode's graph
     (~650 a decode) from its compute thread; a Python callback took the GIL each time, and
     with another thread running Python a background read slowed many times over
     (docs/performance.md). None where there is no libc."""
     try:
-        strlen = ctypes.CDLL(None).strlen
+        address = ctypes.cast(ctypes.CDLL(None).strlen, ctypes.c_void_p).value
     except (OSError, AttributeError, TypeError):
         return None
-    return llama_cpp.ggml_abort_callback(ctypes.cast(strlen, ctypes.c_void_p).value)
+    return llama_cpp.ggml_abort_callback(address) if address else None
 
 
 _FLAG_IS_SET = _flag_is_set()
@@ -75,6 +77,41 @@ class SavedSeq:
     data: mmap.mmap
 
 
+def _load_model(path: Path, repack: bool) -> Any:
+    mparams = llama_cpp.llama_model_default_params()
+    mparams.use_extra_bufts = repack
+    # Weights are read into memory, not mmapped: a model file truncated or rewritten in
+    # place while serving would otherwise kill the server with SIGBUS.
+    mparams.load_mode = llama_cpp.LLAMA_LOAD_MODE_NONE
+    model = llama_cpp.llama_model_load_from_file(str(path).encode(), mparams)
+    if not model:
+        raise ModelError(f"llama.cpp could not load the model (truncated or corrupt?): {path}")
+    return model
+
+
+def _context_params(n_ctx: int, n_batch: int, n_ubatch: int, threads: int) -> Any:
+    cparams = llama_cpp.llama_context_default_params()
+    cparams.n_ctx = n_ctx
+    cparams.n_batch = n_batch
+    # The compute buffer is sized for n_ubatch rows: prompt speed barely depends on it
+    # (bench-engine), memory does.
+    cparams.n_ubatch = n_ubatch
+    # Keys in q8_0 (values stay f16: quantized values need flash attention, see below):
+    # less memory, decode as fast. Each key is quantized once, when
+    # written, the same way whatever the batch, so KV reuse and batch invariance hold.
+    cparams.type_k = llama_cpp.GGML_TYPE_Q8_0
+    cparams.n_threads = threads
+    cparams.n_threads_batch = threads
+    # Flash attention (auto-on for CPU) gives a reused prefix logits that differ from a
+    # fresh evaluation; the plain path is exact, so KV reuse is lossless.
+    cparams.flash_attn_type = 0
+    # One unified KV cache: a branch shares its source's cells (no copy), and the cells
+    # hold the window, the short prompt and the branches together.
+    cparams.n_seq_max = MAX_SEQS
+    cparams.kv_unified = True
+    return cparams
+
+
 class Engine(Vocab):
     """A loaded model with one context; not thread-safe: use it from one worker thread."""
 
@@ -82,47 +119,19 @@ class Engine(Vocab):
                  n_batch: int = 128, n_ubatch: int = 32, repack: bool = True) -> None:
         self.path = Path(path)
         check_gguf(self.path)
-        mparams = llama_cpp.llama_model_default_params()
         # Extra buffer types hold weights in faster layouts (CPU_REPACK: Q4_0 for AVX2/AVX-512);
         # AMX, which crashed on one machine, is taken out of their list (cpu_buffers.py).
         self.buffer_types = extra_buffer_types() if repack else ()
-        mparams.use_extra_bufts = repack
-        # Weights are read into memory, not mmapped: a model file truncated or rewritten in
-        # place while serving would otherwise kill the server with SIGBUS.
-        mparams.load_mode = llama_cpp.LLAMA_LOAD_MODE_NONE
-        self._model = llama_cpp.llama_model_load_from_file(str(self.path).encode(), mparams)
-        if not self._model:
-            raise ModelError(f"llama.cpp could not load the model (truncated or corrupt?): {path}")
+        self._model = _load_model(self.path, repack)
         threads = n_threads or max(1, os.cpu_count() or 1)
-        cparams = llama_cpp.llama_context_default_params()
-        cparams.n_ctx = n_ctx
-        cparams.n_batch = n_batch
-        # The compute buffer is sized for n_ubatch rows: prompt speed barely depends on it
-        # (bench-engine), memory does.
-        cparams.n_ubatch = n_ubatch
-        # Keys in q8_0 (values stay f16: quantized values need flash attention, see below):
-        # less memory, decode as fast. Each key is quantized once, when
-        # written, the same way whatever the batch, so KV reuse and batch invariance hold.
-        cparams.type_k = llama_cpp.GGML_TYPE_Q8_0
-        cparams.n_threads = threads
-        cparams.n_threads_batch = threads
-        # Flash attention (auto-on for CPU) gives a reused prefix logits that differ from a
-        # fresh evaluation; the plain path is exact, so KV reuse is lossless.
-        cparams.flash_attn_type = 0
-        # One unified KV cache: a branch shares its source's cells (no copy), and the cells
-        # hold the window, the short prompt and the branches together.
-        cparams.n_seq_max = MAX_SEQS
-        cparams.kv_unified = True
-        self._ctx = llama_cpp.llama_init_from_model(self._model, cparams)
+        self._ctx = llama_cpp.llama_init_from_model(self._model, _context_params(n_ctx, n_batch, n_ubatch, threads))
         if not self._ctx:
             llama_cpp.llama_model_free(self._model)
             raise ModelError(f"could not create a context (n_ctx={n_ctx}) for {path}")
         Vocab.__init__(self, self._model)
         self._mem = llama_cpp.llama_get_memory(self._ctx)
         self.n_ctx = llama_cpp.llama_n_ctx(self._ctx)
-        self.n_batch = n_batch
-        self.n_ubatch = n_ubatch
-        self.n_threads = threads
+        self.n_batch, self.n_ubatch, self.n_threads = n_batch, n_ubatch, threads
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
         # A read can be stopped inside a decode, not only between chunks: a keystroke would
         # otherwise wait for the chunk to end. The flag is set only while a read runs
@@ -257,7 +266,7 @@ class Engine(Vocab):
         """Bytes a save of `seq` takes."""
         return llama_cpp.llama_state_seq_get_size(self._ctx, seq)
 
-    def save(self, seq: int = WINDOW) -> SavedSeq:
+    def save_seq(self, seq: int = WINDOW) -> SavedSeq:
         """Copy the sequence's KV cache out (a few ms for a thousand tokens)."""
         size = self.saved_size(seq)
         # Written in place (no second copy to double the peak), into pages of its own that go
@@ -268,7 +277,7 @@ class Engine(Vocab):
             raise ModelError(f"could not save a KV cache ({n} of {size} bytes)")
         return SavedSeq(tuple(self.held(seq)), data)
 
-    def load(self, saved: SavedSeq, seq: int = WINDOW) -> None:
+    def load_seq(self, saved: SavedSeq, seq: int = WINDOW) -> None:
         """Make `seq` hold a saved cache again (its old content is dropped)."""
         self.forget(seq)
         data = (ctypes.c_uint8 * len(saved.data)).from_buffer(saved.data)  # read in place, not copied
@@ -314,9 +323,11 @@ class Engine(Vocab):
                 self._stop_read[0] = b"\1"
 
     # -- generation ---------------------------------------------------------------
-    def generate(self, prompt: Sequence[int], **kwargs) -> GenerationResult:
-        """Generate from `prompt`; see speculative.decode.generate for the options."""
-        return generate(self, prompt, **kwargs)
+    def generate(self, prompt: Sequence[int], *, trace: bool = False, **options) -> GenerationResult:
+        """Generate from `prompt`: `options` are Decoding's and Aids' fields by name (see
+        speculative.decode); `trace` keeps each token's argmax and top-2 gap (benches)."""
+        aids = {k: options.pop(k) for k in AIDS if k in options}
+        return generate(self, prompt, Decoding(**options), Aids(**aids, tracer=TokenTrace() if trace else Tracer()))
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:

@@ -17,8 +17,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lsp_server.engines import Request
+from lsp_server.prompt_plan import MIN_SHORT_TOKENS, READ_CHUNK
 from lsp_server.settings import Settings
-from lsp_server.worker import MIN_SHORT_TOKENS, READ_CHUNK, ModelWorker, Request
+from lsp_server.worker import ModelWorker
 from speculative.convert import converted_path, weights_path
 from speculative.cost_model import ReadRate
 from speculative.engine import WINDOW, Engine
@@ -53,11 +55,11 @@ class FixedRate(ReadRate):
 
 @contextlib.contextmanager
 def read_rate(w: ModelWorker, ms_per_token: float):
-    saved, w.costs.read = w.costs.read, FixedRate(ms_per_token, 0.0)
+    saved, w.local.costs.read = w.local.costs.read, FixedRate(ms_per_token, 0.0)
     try:
         yield
     finally:
-        w.costs.read = saved
+        w.local.costs.read = saved
 
 
 def place(n: int) -> tuple[str, str]:
@@ -77,15 +79,15 @@ def test_a_long_prompt_is_answered_from_a_short_one_and_read_in_the_background(w
     prefix, suffix = place(40)
     s = settings(150)
     w = worker
-    w.engine.reset()
-    budget_tokens = max(MIN_SHORT_TOKENS, w.costs.read.tokens_within(150))
+    w.local.engine.reset()
+    budget_tokens = max(MIN_SHORT_TOKENS, w.local.costs.read.tokens_within(150))
     first = w.complete(prefix, suffix, "argparse.py", s).result()
     assert first.short and first.tokens
     assert first.n_prompt - first.n_reused <= 1.5 * budget_tokens  # what was read fits the budget
     wait_read(w)
-    full = w._full_prompt(w_req(w, prefix, suffix, s)).tokens
+    full = w.local.planner.full(w_req(w, prefix, suffix, s)).tokens
     assert len(full) > 3 * first.n_prompt
-    assert w.engine.held(WINDOW) == full[:-1]  # the whole full prompt, but its last token
+    assert w.local.engine.held(WINDOW) == full[:-1]  # the whole full prompt, but its last token
     again = w.complete(prefix, suffix, "argparse.py", s).result()
     assert not again.short and again.n_reused == again.n_prompt - 1  # one token read, for its logits
 
@@ -99,8 +101,8 @@ def test_a_slow_measured_rate_still_answers_from_a_short_prompt(worker):
     few tokens: the short prompt keeps its least size, rather than the full prompt being read
     (which held requests for seconds)."""
     w = worker
-    w.engine.reset()
-    w.windows.clear()
+    w.local.engine.reset()
+    w.local.windows.clear()
     with read_rate(w, 20.0):  # 150 ms read 7 tokens at this rate
         r = w.complete(*place(40), "slow.py", settings(150)).result()
     assert r.short and r.n_prompt <= 2 * MIN_SHORT_TOKENS
@@ -113,21 +115,21 @@ def test_typing_on_stays_on_the_short_prompt_while_more_than_a_chunk_is_unread(w
     made the keystroke miss (300 ms against 7 for the short answer)."""
     w, s = worker, settings(150)
     prefix, suffix = place(40)
-    w.engine.reset()
-    w.windows.clear()
+    w.local.engine.reset()
+    w.local.windows.clear()
     assert w.complete(prefix, suffix, "argparse.py", s).result().short
     wait_read(w)
-    full = w._full_prompt(w_req(w, prefix + "f", suffix, s)).tokens
+    full = w.local.planner.full(w_req(w, prefix + "f", suffix, s)).tokens
     unread = 100  # within the budget at the rate set below, and over a chunk
-    w.engine.truncate(len(full) - unread, WINDOW)
+    w.local.engine.truncate(len(full) - unread, WINDOW)
     with read_rate(w, 1.0):
         on = w.complete(prefix + "f", suffix, "argparse.py", s).result()
         assert on.short and on.n_prompt - on.n_reused <= 2  # a keystroke on the short sequence
         wait_read(w)  # the rest, in the background
         done = w.complete(prefix + "f", suffix, "argparse.py", s).result()
         assert not done.short and done.n_reused == done.n_prompt - 1
-        w.engine.truncate(len(full) - unread, WINDOW)
-        w._short.clear()  # landing here afresh: within the budget, the full prompt is read at once
+        w.local.engine.truncate(len(full) - unread, WINDOW)
+        w.local.planner.forget()  # landing here afresh: within the budget, the full prompt is read at once
         landed = w.complete(prefix + "f", suffix, "argparse.py", s).result()
         assert not landed.short and landed.n_prompt - landed.n_reused >= unread
 
@@ -137,8 +139,8 @@ def test_a_full_answer_elsewhere_drops_the_read_pending_for_the_place_left(worke
     the budget: B is read whole, and A's read must not follow and evict it."""
     w, s = worker, settings(150)
     a, b = place(40), place(10)
-    w.engine.reset()
-    w.windows.clear()
+    w.local.engine.reset()
+    w.local.windows.clear()
     caplog.set_level(logging.DEBUG, logger="specfill")
     with read_rate(w, 1.0):
         assert w.complete(*a, "argparse.py", s).result().short
@@ -147,8 +149,8 @@ def test_a_full_answer_elsewhere_drops_the_read_pending_for_the_place_left(worke
     assert not r.short
     time.sleep(0.3)
     assert not w.reading and not [m for m in reads_logged(caplog) if m.endswith("done")]
-    full_b = w._full_prompt(Request(*small, "other.py", s, threading.Event())).tokens
-    assert w.engine.held(WINDOW)[: len(full_b)] == full_b
+    full_b = w.local.planner.full(Request(*small, "other.py", s, threading.Event())).tokens
+    assert w.local.engine.held(WINDOW)[: len(full_b)] == full_b
 
 
 def test_a_background_read_stops_within_one_chunk_of_a_request(engine):
@@ -207,29 +209,29 @@ def test_a_request_stops_a_read_ahead_and_the_read_goes_on_after_it(worker):
     w = worker
     s = settings(150)
     a = place(60)
-    w.engine.reset()
+    w.local.engine.reset()
     w.read_ahead(*a, "argparse.py", s)
     time.sleep(0.1)
-    before = w.read_ahead_tokens
+    before = w.local.read_ahead_tokens
     t0 = time.perf_counter()
     r = w.complete(*a, "argparse.py", s).result()  # typing where the cursor rests, before the read is done
     assert r.short and r.tokens and time.perf_counter() - t0 < 5
     wait_read(w)
-    assert w.read_ahead_tokens > before + READ_CHUNK
-    full = w._full_prompt(w_req(w, *a, s)).tokens
-    assert w.engine.held(WINDOW) == full[:-1]
+    assert w.local.read_ahead_tokens > before + READ_CHUNK
+    full = w.local.planner.full(w_req(w, *a, s)).tokens
+    assert w.local.engine.held(WINDOW) == full[:-1]
 
 
 def focus_elsewhere_while_reading(w: ModelWorker, a, b, s: Settings, caplog) -> int:
     """didFocus at A, then at B once A's read is two chunks in; what the window held then."""
-    w.engine.reset()
-    w.windows.clear()
+    w.local.engine.reset()
+    w.local.windows.clear()
     caplog.set_level(logging.DEBUG, logger="specfill")
     w.read_ahead(*a, "argparse.py", s)
-    while len(w.engine.held(WINDOW)) < 2 * READ_CHUNK:
+    while len(w.local.engine.held(WINDOW)) < 2 * READ_CHUNK:
         time.sleep(0.001)
     w.read_ahead(*b, "argparse.py", s)
-    return len(w.engine.held(WINDOW))
+    return len(w.local.engine.held(WINDOW))
 
 
 def reads_logged(caplog) -> list[str]:
@@ -244,9 +246,9 @@ def test_focus_elsewhere_stops_the_read_of_the_place_left(worker, caplog):
     at_focus = focus_elsewhere_while_reading(w, a, b, s, caplog)
     wait_read(w)
     reads = reads_logged(caplog)
-    full_a = w._full_prompt(w_req(w, *a, s)).tokens
+    full_a = w.local.planner.full(w_req(w, *a, s)).tokens
     assert int(reads[0].split()[2]) <= at_focus + READ_CHUNK < len(full_a) - 2 * READ_CHUNK and "paused" in reads[0]
-    assert w.engine.held(WINDOW) == w._full_prompt(w_req(w, *b, s)).tokens[:-1]
+    assert w.local.engine.held(WINDOW) == w.local.planner.full(w_req(w, *b, s)).tokens[:-1]
 
 
 def test_a_request_never_waits_for_a_background_read(worker, caplog):
@@ -284,16 +286,16 @@ def test_moving_between_two_documents_reuses_their_kv(worker):
     w = worker
     s = settings(0)  # always the full prompt: what is counted is the reading
     a, b = place(30), place(70)
-    w.engine.reset()
-    w.windows.clear()
+    w.local.engine.reset()
+    w.local.windows.clear()
     ra = w.complete(*a, "argparse.py", s).result()
     rb = w.complete(*b, "argparse.py", s).result()
     assert ra.n_prompt - ra.n_reused > 500 and rb.n_prompt - rb.n_reused > 100
-    steps = w.engine.decode_steps
+    steps = w.local.engine.decode_steps
     back = w.complete(*a, "argparse.py", s).result()
     assert back.n_reused == back.n_prompt - 1, "A's cache came back from memory, not read again"
-    assert w.windows.loads >= 1
-    assert w.engine.decode_steps - steps == back.decode_steps + 1  # one prompt token, then the decoding
+    assert w.local.windows.loads >= 1
+    assert w.local.engine.decode_steps - steps == back.decode_steps + 1  # one prompt token, then the decoding
     forth = w.complete(*b, "argparse.py", s).result()
     assert forth.n_reused == forth.n_prompt - 1
 

@@ -129,7 +129,7 @@ def test_check_measures_the_verify_costs_once_and_the_server_starts_with_them(tm
     w = ModelWorker()
     try:
         w.load(s).result()
-        assert w.costs is not None and not w.costs.measured, "the server read the table check left"
+        assert w.local is not None and not w.local.costs.measured, "the server read the table check left"
     finally:
         w.shutdown()
 

@@ -1,0 +1,230 @@
+"""The model in this process: prompts planned, places kept warm, decoding with speculation.
+
+Every method runs on the worker's model thread, except `interrupt`. A request is answered
+from the prompt the planner chooses; the full prompt it did not read is read in the
+background between requests (`read_pending`), and places the user left stay warm as copies
+of their KV cache (speculative/windows.py), so coming back reads nothing again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from lsp_server.engines import Completion, Request
+from lsp_server.prompt_plan import READ_CHUNK, Prompt, PromptPlanner
+from lsp_server.read_ahead import ReadAhead
+from lsp_server.settings import Settings
+from lsp_server.words import complete_word
+from prompts import family_for
+from speculative import Engine, GenerationResult, ModelError, resolve_model_path
+from speculative.build_info import build_info
+from speculative.candidates import branch
+from speculative.convert import weights_path
+from speculative.cost_model import CostModel, load_cost_model
+from speculative.decode import clamp_max_tokens
+from speculative.drafters import Auto, Drafter, DraftModel, PromptLookup
+from speculative.engine import SHORT, WINDOW, StopFlag
+from speculative.errors import Cancelled
+from speculative.heal import PieceIndex
+from speculative.windows import WarmWindows
+
+log = logging.getLogger("specfill")
+
+LOOKUP_FILES = 4  # context files prompt lookup may copy from
+LOOKUP_CHARS = 8000  # of each, for prompt lookup
+SUFFIX_LOOKUP_CHARS = 4000  # of the text after the cursor, for prompt lookup
+
+
+def open_engine(source, weights: str, n_ctx: int, threads: int | None, warnings: list) -> tuple[Engine, object]:
+    """The engine on the weights the setting asks for; a converted file that llama.cpp cannot
+    load is converted again (once), and `warnings` says so (for the editor)."""
+    path = weights_path(source, weights)
+    try:
+        return Engine(path, n_ctx=n_ctx, n_threads=threads), path
+    except ModelError as exc:
+        if path == source:
+            raise
+        warnings.append(f"converted model {path} was unreadable ({exc}); converted it again")
+        path = weights_path(source, weights, rebuild=True)
+        return Engine(path, n_ctx=n_ctx, n_threads=threads), path
+
+
+def open_draft(settings: Settings, target: Engine, stop: threading.Event, warnings: list) -> DraftModel | None:
+    """The draft model `model.draftPath` names, or None (said in `warnings` when it fails)."""
+    m = settings.model
+    if not m.draft_path:
+        return None
+    engine = None
+    try:
+        engine = Engine(resolve_model_path(m.draft_path), n_ctx=m.n_ctx, n_threads=m.threads or None)
+        costs = load_cost_model(engine, engine.n_threads, build_info()["build"], stop=stop)
+        return DraftModel(engine, target, costs)
+    except (ModelError, OSError) as exc:
+        if engine is not None:
+            engine.close()
+        warnings.append(f"draft model not used: {exc}")
+        return None
+
+
+class LocalEngine:
+    """A `CompletionEngine` on a model loaded here."""
+
+    reads_ahead = True
+
+    def __init__(self, engine: Engine, costs: CostModel, draft: DraftModel | None, source: str,
+                 schedule: ReadAhead) -> None:
+        self.engine, self.costs, self.draft = engine, costs, draft
+        self.family = family_for(engine)
+        self.describe = source  # the model asked for; `model_file` is what was loaded for it
+        self.model_file = str(engine.path)
+        self.lookup = PromptLookup()
+        self.windows = WarmWindows()
+        # The token index for healing: built once, at load, not mid-typing.
+        self.planner = PromptPlanner(engine, self.family, engine.n_ctx, PieceIndex(engine.pieces()))
+        self.schedule = schedule
+        self.read_ahead_tokens = 0  # prompt tokens read in the background, ever
+        engine.on_read = costs.read.observe  # real reads keep the read rate current
+
+    @classmethod
+    def open(cls, settings: Settings, schedule: ReadAhead, stop: threading.Event,
+             warnings: list[str]) -> LocalEngine:
+        m = settings.model
+        source = resolve_model_path(m.path or None)
+        engine, _ = open_engine(source, m.weights, m.n_ctx, m.threads or None, warnings)
+        try:
+            costs = load_cost_model(engine, engine.n_threads, build_info()["build"], stop=stop)
+        except BaseException:
+            engine.close()
+            raise
+        if costs.not_saved:
+            warnings.append(costs.not_saved)
+        return cls(engine, costs, open_draft(settings, engine, stop, warnings), str(source), schedule)
+
+    # -- requests -------------------------------------------------------------------
+    def complete(self, req: Request) -> Completion | None:
+        if req.cancel.is_set():
+            return None
+        full = self.planner.full(req)
+        if full is None:
+            return None
+        held = self.windows.prepare(self.engine, full.tokens)
+        prompt, short = self.planner.choose(req, full, held, self.costs.read, self.engine.held(SHORT))
+        if short:
+            self.schedule.want(full.tokens)  # read in the background, so the next keystrokes use it
+            # What the window holds beyond this prompt is another place's (saved by prepare if
+            # worth it): attention spans every used cell, so it would slow the short read.
+            self.engine.truncate(held, WINDOW)
+        else:
+            # A read left pending for the place before would evict this one between keystrokes.
+            self.schedule.want(None)
+        cpu0 = time.thread_time()
+        result = self._generate(req, prompt)
+        text, reason = result.text, result.stop_reason
+        if reason == "confidence" and (word := complete_word(text, req.prefix, req.suffix)):
+            text, reason = word, "word"  # the model doubted mid-word: the file's word decides
+        alternatives = self._alternatives(req, prompt, result)
+        if alternatives is None:
+            alternatives, reason = [], "cancelled"  # stopped while branching: counts as superseded
+        done = Completion.of(result, short=short, alternatives=alternatives,
+                             cpu_ms=(time.thread_time() - cpu0) * 1000)
+        done.text, done.stop_reason = text, reason
+        _log_generation(done)
+        return done
+
+    def _generate(self, req: Request, prompt: Prompt) -> GenerationResult:
+        s = req.settings
+        sources = [self.engine.tokenize(req.suffix[:SUFFIX_LOOKUP_CHARS], parse_special=False)]  # worth copying
+        sources += [self.engine.tokenize(o.text[-LOOKUP_CHARS:], parse_special=False)
+                    for o in req.others[:LOOKUP_FILES]]
+        return self.engine.generate(
+            prompt.tokens, max_tokens=clamp_max_tokens(s.completion.max_tokens, self.engine.n_ctx),
+            stop=prompt.stop, budget_s=s.completion.budget_ms / 1000, cancel=req.cancel, on_text=req.on_text,
+            drafter=self.drafter(s.speculation.method), costs=self.costs, extra_sources=sources,
+            max_draft=s.speculation.max_draft, heal=self.planner.heal(prompt.heal),
+            min_confidence=s.completion.min_confidence, index=self.planner.pieces, seq=prompt.seq)
+
+    def _alternatives(self, req: Request, prompt: Prompt, result: GenerationResult) -> list[str] | None:
+        """Other candidates about as long as the greedy one, all advancing in one batch a
+        token; None when a cancel stopped the branching."""
+        if req.candidates <= 1 or not result.tokens or req.cancel.is_set():
+            return []
+        max_tokens = clamp_max_tokens(req.settings.completion.max_tokens, self.engine.n_ctx)
+        alts = branch(self.engine, prompt.tokens, req.candidates - 1, min(max_tokens, len(result.tokens) + 4),
+                      prompt.stop, exclude=[result.tokens[0]], cancel=req.cancel,
+                      heal=self.planner.heal(prompt.heal), seq=prompt.seq)
+        return None if req.cancel.is_set() else [text for _, text in alts]
+
+    def drafter(self, method: str) -> Drafter | None:
+        if method == "off":
+            return None
+        if method == "lookup":
+            return self.lookup
+        if method == "draft":
+            return self.draft
+        return Auto(self.lookup, self.draft)
+
+    # -- reading while idle -------------------------------------------------------------
+    def focus(self, req: Request, focus: int) -> None:
+        """The cursor rests at `req`'s place (didFocus): read its full prompt now, unless a
+        request or another didFocus came first."""
+        if self.schedule.yield_flag(focus).is_set():
+            return
+        log.debug("didFocus: reading ahead at %s (offset %d)", req.path, len(req.prefix))
+        full = self.planner.full(req)
+        if full is not None:
+            self.schedule.want(full.tokens)
+        self.read_pending(self.schedule.yield_flag(focus))
+
+    def read_pending(self, stop: StopFlag | None = None) -> None:
+        """Read the pending full prompt into the window sequence, a chunk at a time, until
+        done or until `stop` (a request arrived: it is resumed after it; the cursor moved)."""
+        tokens = self.schedule.begin()
+        stop = stop or self.schedule.yield_flag()
+        if tokens is None or stop.is_set():
+            return
+        self.windows.prepare(self.engine, tokens)
+        before = self.engine.common_prefix(tokens, WINDOW)  # what the window holds beyond it is dropped
+        try:
+            self.engine.read(tokens, stop, WINDOW, chunk=READ_CHUNK)
+            self.schedule.want(None)
+        except Cancelled:
+            pass
+        finally:
+            read = max(0, len(self.engine.held(WINDOW)) - before)
+            self.read_ahead_tokens += read
+            log.debug("read ahead: %d prompt tokens, %s", read,
+                      "paused for a request" if self.schedule.pending else "done")
+
+    def interrupt(self) -> None:
+        """A background read stops inside its decode, not at the end of its chunk."""
+        self.engine.stop_reading()
+
+    # -- the rest -----------------------------------------------------------------------
+    def prompt_tok_s(self) -> float:
+        """Tokens a second a prompt is read at from its start, for the stats."""
+        n = READ_CHUNK * 8
+        return 1000 * n / max(self.costs.read.ms(0, n), 1e-6)
+
+    def stats(self) -> dict:
+        e = self.engine
+        return {"draft_model": str(self.draft.engine.path) if self.draft else None, "decode_steps": e.decode_steps,
+                "model_file": self.model_file, "extra_buffers": list(e.buffer_types),
+                "prompt_tok_s": self.prompt_tok_s(), "read_ahead_tokens": self.read_ahead_tokens,
+                "warm_windows": {"saved": len(self.windows), "mb": self.windows.bytes / 2**20,
+                                 "loads": self.windows.loads}}
+
+    def close(self) -> None:
+        self.windows.clear()
+        self.planner.forget()
+        for engine in (self.engine, self.draft.engine if self.draft else None):
+            if engine is not None:
+                engine.close()
+
+
+def _log_generation(r: Completion) -> None:
+    log.debug("generation: %s prompt %d tokens (%d reused)%s, %d tokens, drafted %d accepted %d, stop %s, "
+              "ttft %.0f ms, total %.0f ms", "short" if r.short else "full", r.n_prompt, r.n_reused,
+              f", healed {r.healed!r}" if r.healed else "", len(r.tokens), r.drafted, r.accepted, r.stop_reason,
+              r.ttft_ms, r.total_ms)

@@ -1,0 +1,145 @@
+"""Which prompt answers a request: the full one, or a short one of the lines nearest the cursor.
+
+The rule (`PromptPlanner.choose`): the full prompt when what the engine does not hold of it
+can be read within `completion.promptBudgetMs`; else a short prompt, as many tokens as that
+budget reads, on a sequence of its own, answering one line while the full prompt is read in
+the background. Typing on where the short prompt answers, it keeps answering until at most a
+chunk of the full one is left unread. Context from other files is pinned per place, so edits
+elsewhere do not make a place's prompt new again. Needs a tokenizer, not a model.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from lsp_server.engines import Request
+from lsp_server.postprocess import wants_single_line
+from prompts import FAMILIES, ContextFile, PromptError, build_prompt, prompt_tokens
+from prompts.heal import heal_split
+from prompts.window import prefix_window, short_window, suffix_window
+from speculative.cost_model import ReadRate
+from speculative.decode import clamp_max_tokens
+from speculative.engine import SHORT, WINDOW, common_prefix
+from speculative.heal import Heal, PieceIndex
+from speculative.vocab import Vocab
+
+CONTEXT_FILES = 2  # context files (the most useful first: see SpecfillServer.other_documents) in the prompt
+CONTEXT_CHARS = 1000  # of each, in the prompt
+READ_CHUNK = 32  # tokens a background read evaluates between looks at waiting requests (one ubatch)
+MIN_SHORT_TOKENS = 48  # the least a short prompt holds: fewer say too little
+CHARS_PER_TOKEN = 2.5  # of code, on the low side: a short window of N tokens' chars stays under N
+PINNED = 16  # places whose context (and short window) stays pinned
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """What one request asks the local model, full or short."""
+
+    tokens: list[int]
+    stop: tuple[str, ...]
+    heal: bytes  # the text before the cursor the model writes again (token healing)
+    seq: int  # the engine's sequence it is read into
+
+
+class PromptPlanner:
+    def __init__(self, vocab: Vocab, family: str, n_ctx: int, pieces: PieceIndex) -> None:
+        self.vocab, self.family, self.n_ctx, self.pieces = vocab, family, n_ctx, pieces
+        self._all_pieces = vocab.pieces()
+        self._pins: OrderedDict[tuple[str, int], tuple[ContextFile, ...]] = OrderedDict()
+        self._short: OrderedDict[str, tuple[int, int]] = OrderedDict()  # path -> short window (start, tokens)
+
+    def choose(self, req: Request, full: Prompt, held: int, rate: ReadRate,
+               short_held: Sequence[int]) -> tuple[Prompt, bool]:
+        """(the prompt to answer from, whether it is the short one). `held`: tokens of the
+        full prompt the engine holds; `short_held`: what the short sequence holds."""
+        budget = req.settings.completion.prompt_budget_ms
+        unread = len(full.tokens) - held
+        quick = None
+        if budget and rate.ms(held, unread) > budget:
+            quick = self.short(req, rate.tokens_within(budget))
+        elif budget and unread > READ_CHUNK:
+            # Typing on where a short prompt already answers costs a token or two there;
+            # reading the rest of the full prompt now, even within the budget, would miss.
+            quick = self.warm_short(req, rate.tokens_within(budget), short_held)
+        if quick is None or len(quick.tokens) >= unread:
+            return full, False
+        return replace(quick, stop=quick.stop + ("\n",)), True  # one line, then back to the full prompt
+
+    def full(self, req: Request) -> Prompt | None:
+        prefix, suffix = prefix_window(req.prefix), suffix_window(req.suffix)
+        return self._tokens(req, prefix, suffix, self._context(req, prefix), WINDOW)
+
+    def short(self, req: Request, budget_tokens: int) -> Prompt | None:
+        """The lines nearest the cursor, about `budget_tokens`. Its start and size stay put
+        while the user types on at this place, so each keystroke reads one or two tokens."""
+        start, n = self._short.get(req.path, (-1, 0))
+        fim = FAMILIES[self.family].fim
+        if not _short_window_fits(req, start, n):
+            # At least MIN_SHORT_TOKENS even over the budget: on a machine slowed by other
+            # work, reading the full prompt instead held requests for seconds.
+            n = max(MIN_SHORT_TOKENS, budget_tokens)
+            chars = int(n * CHARS_PER_TOKEN)
+            chars -= len(suffix_window(req.suffix, chars // 4)) if fim else 0
+            start = len(req.prefix) - len(short_window(req.prefix, chars))
+            self._short[req.path] = (start, n)
+            while len(self._short) > PINNED:
+                self._short.popitem(last=False)
+        suffix = suffix_window(req.suffix, int(n * CHARS_PER_TOKEN) // 4) if fim else ""
+        return self._tokens(req, req.prefix[start:], suffix, [], SHORT, budget=n + n // 2)
+
+    def warm_short(self, req: Request, budget_tokens: int, short_held: Sequence[int]) -> Prompt | None:
+        """The short prompt of this place if the short sequence holds all but its last few
+        tokens (the user types on where it answered), else None."""
+        if not _short_window_fits(req, *self._short.get(req.path, (-1, 0))):
+            return None
+        quick = self.short(req, budget_tokens)
+        if quick is None or len(quick.tokens) - common_prefix(short_held, quick.tokens) > READ_CHUNK // 4:
+            return None
+        return quick
+
+    def forget(self) -> None:
+        """Every place is new again (a test landing afresh; a reloaded model)."""
+        self._pins.clear()
+        self._short.clear()
+
+    def heal(self, text: bytes) -> Heal | None:
+        """The healing constraint for `text`, when some tokens can write it again."""
+        if not text:
+            return None
+        heal = Heal(self.pieces, self._all_pieces, text)
+        return heal if heal.feasible() else None
+
+    def _context(self, req: Request, prefix: str) -> list[ContextFile]:
+        """Other files' text, pinned per place: a prompt whose context changed must be read
+        again from its start, and context changes with every edit elsewhere."""
+        key = (req.path, len(req.prefix) - len(prefix))
+        if key not in self._pins:
+            self._pins[key] = tuple(ContextFile(o.path, o.text[-CONTEXT_CHARS:]) for o in req.others[:CONTEXT_FILES])
+            while len(self._pins) > PINNED:
+                self._pins.popitem(last=False)
+        self._pins.move_to_end(key)
+        return list(self._pins[key])
+
+    def _tokens(self, req: Request, prefix: str, suffix: str, context: list[ContextFile], seq: int,
+                budget: int | None = None) -> Prompt | None:
+        """The prompt's tokens, healed when the cursor ends inside a token."""
+        s = req.settings
+        single = wants_single_line(suffix.split("\n", 1)[0], s.completion.multiline)
+        budget = budget or self.n_ctx - clamp_max_tokens(s.completion.max_tokens, self.n_ctx) - 1
+        for kept, healed in ([heal_split(prefix)] if s.completion.heal else []) + [(prefix, "")]:
+            if healed and self.heal(healed.encode()) is None:
+                continue
+            parts = build_prompt(self.family, kept, suffix, req.path, context=context)
+            try:
+                tokens = prompt_tokens(self.vocab, parts, budget)
+            except PromptError:
+                continue  # nothing left before a half-typed word at a file's start: no healing
+            return Prompt(tokens, parts.stop + (("\n",) if single else ()), healed.encode(), seq)
+        return None
+
+
+def _short_window_fits(req: Request, start: int, n: int) -> bool:
+    """The short window starting at `start` (n tokens) still holds the cursor's line."""
+    return 0 <= start <= len(req.prefix) and len(req.prefix) - start <= 1.5 * n * CHARS_PER_TOKEN

@@ -1,0 +1,97 @@
+"""The prompt planner: the full prompt when what is unread of it fits the budget, else the
+lines nearest the cursor (one line, on their own sequence); a short window that stays put while
+typing; context pinned per place. A real tokenizer (the default model's vocabulary) and no
+model: nothing is evaluated."""
+
+from __future__ import annotations
+
+import argparse
+import threading
+from pathlib import Path
+
+import pytest
+
+from lsp_server.engines import Request
+from lsp_server.prompt_plan import MIN_SHORT_TOKENS, READ_CHUNK, PromptPlanner
+from lsp_server.settings import Settings
+from prompts import ContextFile, family_for
+from speculative.cost_model import ReadRate
+from speculative.engine import SHORT, WINDOW
+from speculative.heal import PieceIndex
+from speculative.vocab import Vocab
+
+LONG = Path(argparse.__file__).read_text()[:20000]
+RATE = ReadRate(base_ms=1.0, depth_ms=0.0)  # 300 tokens within the default budget
+
+
+@pytest.fixture(scope="module")
+def vocab(model_path):
+    v = Vocab.load(model_path)
+    yield v
+    v.close()
+
+
+@pytest.fixture
+def planner(vocab):
+    return PromptPlanner(vocab, family_for(vocab), 4096, PieceIndex(vocab.pieces()))
+
+
+def request(prefix: str, budget_ms: int = 300, others: tuple[ContextFile, ...] = ()) -> Request:
+    s = Settings()
+    s.completion.prompt_budget_ms = budget_ms
+    return Request(prefix, "", "a.py", s, threading.Event(), others=others)
+
+
+def test_a_prompt_read_within_the_budget_answers_whole(planner):
+    req = request(LONG[:400])
+    full = planner.full(req)
+    assert planner.choose(req, full, 0, RATE, []) == (full, False)
+
+
+def test_a_prompt_over_the_budget_is_answered_one_line_from_the_nearest_lines(planner, vocab):
+    req = request(LONG)
+    full = planner.full(req)
+    prompt, short = planner.choose(req, full, 0, RATE, [])
+    assert short and prompt.seq == SHORT and full.seq == WINDOW and "\n" in prompt.stop
+    assert MIN_SHORT_TOKENS <= len(prompt.tokens) <= 1.5 * RATE.tokens_within(300)
+    # The lines just before the cursor, the half-typed word healed.
+    assert LONG.endswith(vocab.detokenize(prompt.tokens[-20:]) + prompt.heal.decode())
+
+
+def test_what_the_engine_holds_is_not_read_again_and_no_budget_means_the_full_prompt(planner):
+    req = request(LONG)
+    full = planner.full(req)
+    assert planner.choose(req, full, len(full.tokens) - 50, RATE, []) == (full, False)
+    unbudgeted = request(LONG, budget_ms=0)
+    assert planner.choose(unbudgeted, planner.full(unbudgeted), 0, RATE, [])[1] is False
+
+
+def test_typing_on_stays_on_the_short_prompt_while_more_than_a_chunk_is_unread(planner):
+    slow = ReadRate(base_ms=3.0, depth_ms=0.0)  # the short window: 100 tokens
+    first, short = planner.choose(request(LONG), planner.full(request(LONG)), 0, slow, [])
+    assert short
+    on = request(LONG + "x")
+    full = planner.full(on)
+    assert planner.choose(on, full, len(full.tokens) - 200, RATE, first.tokens)[1]  # 200 would fit the budget
+    assert not planner.choose(on, full, len(full.tokens) - READ_CHUNK, RATE, first.tokens)[1]
+
+
+def test_the_short_window_stays_put_while_typing(planner):
+    a = planner.short(request(LONG), 100)
+    b = planner.short(request(LONG + "foo = 1\nba"), 100)
+    assert b.tokens[: len(a.tokens) - 2] == a.tokens[: len(a.tokens) - 2]
+
+
+def test_context_is_pinned_per_place_until_forgotten(planner):
+    text = "def area(side):\n    return "
+    one, two = (ContextFile("b.py", "x = 1\n"),), (ContextFile("b.py", "y = 2\n"),)
+    first = planner.full(request(text, others=one))
+    assert planner.full(request(text, others=two)).tokens == first.tokens  # an edit elsewhere changes nothing
+    planner.forget()
+    if planner.family != "prefix-only":  # families with file separators show context
+        assert planner.full(request(text, others=two)).tokens != first.tokens
+
+
+def test_a_half_typed_word_is_written_again_by_the_model(planner):
+    prompt = planner.full(request("def area(width, height):\n    return wi"))
+    assert prompt.heal.strip() == b"wi" and planner.heal(prompt.heal) is not None
