@@ -90,6 +90,7 @@ demo: $(STAMP)
 
 test: $(STAMP) editors $(LLAMA_SERVER) $(VOCABS)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 	$(PY) -m pytest -q
 
 # The model-dependent tests again, on a second llama.cpp build with other kernels (AVX2, no
@@ -113,6 +114,7 @@ test-portable: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 clean:
 	rm -rf $(VENV)

@@ -164,7 +164,7 @@ def _fill(obj: Any, data: dict, where: str, errors: list[str]) -> None:
 
 def parse_settings(data: Any) -> tuple[Settings, list[str]]:
     """Settings from wire data; invalid fields keep their defaults and are named in errors."""
-    settings, errors = Settings(), []
+    settings, errors = Settings(), list[str]()
     if data == []:  # Lua clients send an empty table as an empty array
         data = {}
     if isinstance(data, dict):

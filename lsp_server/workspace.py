@@ -176,11 +176,11 @@ class WorkspaceIndex:
         text = read_text_file(path, self.roots, self.max_file_bytes)
         with self._lock:
             self._drop(path)
-            if not self._fits(text):
+            if text is None or not self._fits(text):
                 return
         hashes = identifier_hashes(text)  # outside the lock: requests may score meanwhile
         with self._lock:
-            if path not in self.files and self._fits(text):
+            if path not in self.files and text is not None and self._fits(text):
                 self.files[path], self._sizes[path] = hashes, len(text)
                 self._bytes += len(text)
                 self._changes += 1

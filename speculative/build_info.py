@@ -5,14 +5,23 @@ from __future__ import annotations
 import ctypes
 import functools
 from pathlib import Path
+from typing import TypedDict
 
 import llama_cpp
 
 KERNEL_FEATURES = ("avx", "avx2", "fma", "f16c", "avx512", "avx512_vnni", "avx512_bf16", "amx_int8")
 
 
+class BuildInfo(TypedDict):
+    llama_cpp_python: str
+    llamafile_sgemm: bool
+    batch_invariant: bool
+    build: str
+    kernels: list[str]
+
+
 @functools.cache
-def build_info() -> dict[str, object]:
+def build_info() -> BuildInfo:
     # ggml's CPU backend says itself whether the llamafile sgemm kernels were compiled in;
     # llama_print_system_info no longer lists it.
     cpu = ctypes.CDLL(str(Path(llama_cpp.__file__).parent / "lib" / "libggml-cpu.so"))

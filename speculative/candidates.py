@@ -27,7 +27,8 @@ def branch(engine, prompt: Sequence[int], n: int, max_tokens: int, stop: Sequenc
     base = len(engine.held(seq))
     healed = heal.rest if heal is not None else b""
     pieces = engine.token_bytes
-    ranked = np.argsort(logits)[::-1] if heal is None else heal.allowed()[np.argsort(logits[heal.allowed()])[::-1]]
+    allowed = heal.allowed() if heal is not None else None
+    ranked = np.argsort(logits)[::-1] if allowed is None else allowed[np.argsort(logits[allowed])[::-1]]
     firsts = [int(t) for t in ranked[: n + len(exclude) + 8 if heal is None else None]
               if int(t) not in exclude and not engine.is_eog(int(t)) and pieces(int(t)).startswith(healed)][:n]
     outs = [Output(pieces, stop, max_tokens, skip=len(healed)) for _ in firsts]

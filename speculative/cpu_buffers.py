@@ -43,7 +43,7 @@ def extra_buffer_types(drop: tuple[str, ...] = UNSAFE) -> tuple[str, ...]:
     if not proc:
         return ()
     array = ctypes.CFUNCTYPE(ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p)(proc)(dev)
-    found = []
+    found: list[int] = []
     while array[len(found)]:
         found.append(array[len(found)])
     keep = [b for b in found if not base.ggml_backend_buft_name(b).decode().startswith(drop)]

@@ -306,4 +306,6 @@ class Auto:
         return None
 
     def feedback(self, draft: Draft, accepted: int) -> None:
-        (self.model if draft.bucket == "model" else self.lookup).feedback(draft, accepted)
+        drafter = self.model if draft.bucket == "model" else self.lookup
+        if drafter is not None:
+            drafter.feedback(draft, accepted)

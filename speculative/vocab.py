@@ -22,6 +22,7 @@ class Vocab:
         self._meta_model = model
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(self._vocab)
         self._pieces: list[bytes] | None = None
+        self._owned = None  # the model, when this vocabulary loaded it alone (load)
 
     @classmethod
     def load(cls, path: str | Path) -> Vocab:

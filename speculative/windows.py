@@ -46,7 +46,7 @@ class WarmWindows:
         size = engine.saved_size(WINDOW) + reserve
         while self.saved and (len(self.saved) >= self.keep or self.bytes + size > self.max_bytes):
             self.saved.pop()
-        self.saved.insert(0, engine.save(WINDOW))
+        self.saved.insert(0, engine.save_seq(WINDOW))
         self.saves += 1
 
     def prepare(self, engine: Engine, prompt: Sequence[int]) -> int:
@@ -62,7 +62,7 @@ class WarmWindows:
         if best is not None:
             self.saved = [s for s in self.saved if s is not best]
             self._save_live(engine, reserve=len(best.data))
-            engine.load(best, WINDOW)
+            engine.load_seq(best, WINDOW)
             self.loads += 1
             return best_n
         if len(held) - live > MIN_SAVE:  # another place: keep it before it is overwritten
