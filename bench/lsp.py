@@ -201,7 +201,7 @@ async def _run(cases: list[dict], key_ms: float, settings: dict, warm: bool, foc
         "connections_per_100_keystrokes": 100 * remote.get("connections", 0) / k if remote else None,
         "server": {key: stats.get(key) for key in (
             "requests", "cache_hits", "superseded", "short", "healed", "hidden", "cut", "words", "acceptance_rate",
-            "model", "model_file", "extra_buffers", "prompt_tok_s", "warm_windows", "read_ahead_tokens")}
+            "model", "model_file", "extra_buffers", "prompt_tok_s", "warm_places", "read_ahead_tokens")}
                   | {"build": stats["build"]["build"]},
     }
 

@@ -145,15 +145,32 @@ def cmd_stress(args: argparse.Namespace) -> int:
     return stress(args.edits, args.cancels, args.seconds, args.rate, args.seed, args.json)
 
 
+def _measure_costs(path, weights: str, build: str):
+    """The cost table the server would otherwise measure at its first start, before the first
+    suggestion: measured where an install already waits, and cached for the server (same model
+    file, default threads and build). Opened as the server opens it: a converted file llama.cpp
+    cannot load is converted again. (costs, the weights loaded)"""
+    from lsp_server.local import open_engine
+    from lsp_server.settings import Settings
+    from speculative.cost_model import load_cost_model
+
+    warnings: list[str] = []
+    engine, loaded = open_engine(path, weights, Settings().model.n_ctx, None, warnings)
+    try:
+        costs = load_cost_model(engine, engine.n_threads, build)
+    finally:
+        engine.close()
+    for warning in warnings:
+        print(f"specfill: {warning}", file=sys.stderr)
+    return costs, loaded
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     """What an install and an editor's health check need: the version, the llama.cpp build, the
     model file and the weights loaded for it (converted here, once, when the setting asks)."""
     from lsp_server import __version__
-    from lsp_server.local import open_engine
-    from lsp_server.settings import Settings
     from speculative.build_info import build_info
     from speculative.convert import weights_path
-    from speculative.cost_model import load_cost_model
     from speculative.cpu_buffers import extra_buffer_types
     from speculative.model_file import ModelError, resolve_model_path
 
@@ -169,22 +186,11 @@ def cmd_check(args: argparse.Namespace) -> int:
             "extra_buffers": list(extra_buffer_types())}
     costs = None
     if args.costs:
-        # The cost table the server would otherwise measure at its first start, before the first
-        # suggestion: measured where an install already waits, and cached for the server (same
-        # model file, default threads and build).
-        # Opened as the server opens it: a converted file llama.cpp cannot load is converted again.
-        warnings: list[str] = []
         try:
-            engine, loaded = open_engine(path, args.weights, Settings().model.n_ctx, None, warnings)
-            try:
-                costs = load_cost_model(engine, engine.n_threads, build["build"])
-            finally:
-                engine.close()
+            costs, loaded = _measure_costs(path, args.weights, build["build"])
         except ModelError as exc:
             print(f"specfill: {exc}", file=sys.stderr)
             return 2
-        for warning in warnings:
-            print(f"specfill: {warning}", file=sys.stderr)
         info["weights"] = str(loaded)
         info["verify_costs"] = "measured" if costs.measured else "cached"
     if args.json:

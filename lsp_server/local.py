@@ -3,7 +3,7 @@
 Every method runs on the worker's model thread, except `interrupt`. A request is answered
 from the prompt the planner chooses; the full prompt it did not read is read in the
 background between requests (`read_pending`), and places the user left stay warm as copies
-of their KV cache (speculative/windows.py), so coming back reads nothing again.
+of their KV cache (speculative/warm_places.py), so coming back reads nothing again.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from speculative.convert import weights_path
 from speculative.cost_model import CostModel, load_cost_model
 from speculative.decode import clamp_max_tokens
 from speculative.drafters import Auto, Drafter, DraftModel, PromptLookup
-from speculative.engine import SHORT, WINDOW, StopFlag
+from speculative.engine import FULL, SHORT, StopFlag
 from speculative.errors import Cancelled
 from speculative.heal import PieceIndex
-from speculative.windows import WarmWindows
+from speculative.warm_places import WarmPlaces
 
 log = logging.getLogger("specfill")
 
@@ -80,7 +80,7 @@ class LocalEngine:
         self.describe = source  # the model asked for; `model_file` is what was loaded for it
         self.model_file = str(engine.path)
         self.lookup = PromptLookup()
-        self.windows = WarmWindows()
+        self.places = WarmPlaces()
         # The token index for healing: built once, at load, not mid-typing.
         self.planner = PromptPlanner(engine, self.family, engine.n_ctx, PieceIndex(engine.pieces()))
         self.schedule = schedule
@@ -109,13 +109,13 @@ class LocalEngine:
         full = self.planner.full(req)
         if full is None:
             return None
-        held = self.windows.prepare(self.engine, full.tokens)
+        held = self.places.prepare(self.engine, full.tokens)
         prompt, short = self.planner.choose(req, full, held, self.costs.read, self.engine.held(SHORT))
         if short:
             self.schedule.want(full.tokens)  # read in the background, so the next keystrokes use it
-            # What the window holds beyond this prompt is another place's (saved by prepare if
+            # What the full sequence holds beyond this prompt is another place's (saved by prepare if
             # worth it): attention spans every used cell, so it would slow the short read.
-            self.engine.truncate(held, WINDOW)
+            self.engine.truncate(held, FULL)
         else:
             # A read left pending for the place before would evict this one between keystrokes.
             self.schedule.want(None)
@@ -170,6 +170,7 @@ class LocalEngine:
         """The cursor rests at `req`'s place (didFocus): read its full prompt now, unless a
         request or another didFocus came first."""
         if self.schedule.yield_flag(focus).is_set():
+            log.debug("didFocus: a request came first, not reading ahead at %s (offset %d)", req.path, len(req.prefix))
             return
         log.debug("didFocus: reading ahead at %s (offset %d)", req.path, len(req.prefix))
         full = self.planner.full(req)
@@ -178,21 +179,21 @@ class LocalEngine:
         self.read_pending(self.schedule.yield_flag(focus))
 
     def read_pending(self, stop: StopFlag | None = None) -> None:
-        """Read the pending full prompt into the window sequence, a chunk at a time, until
+        """Read the pending full prompt into the full prompt's sequence, a chunk at a time, until
         done or until `stop` (a request arrived: it is resumed after it; the cursor moved)."""
         tokens = self.schedule.begin()
         stop = stop or self.schedule.yield_flag()
         if tokens is None or stop.is_set():
             return
-        self.windows.prepare(self.engine, tokens)
-        before = self.engine.common_prefix(tokens, WINDOW)  # what the window holds beyond it is dropped
+        self.places.prepare(self.engine, tokens)
+        before = self.engine.common_prefix(tokens, FULL)  # what the sequence holds beyond it is dropped
         try:
-            self.engine.read(tokens, stop, WINDOW, chunk=READ_CHUNK)
+            self.engine.read(tokens, stop, FULL, chunk=READ_CHUNK)
             self.schedule.want(None)
         except Cancelled:
             pass
         finally:
-            read = max(0, len(self.engine.held(WINDOW)) - before)
+            read = max(0, len(self.engine.held(FULL)) - before)
             self.read_ahead_tokens += read
             log.debug("read ahead: %d prompt tokens, %s", read,
                       "paused for a request" if self.schedule.pending else "done")
@@ -212,11 +213,11 @@ class LocalEngine:
         return {"draft_model": str(self.draft.engine.path) if self.draft else None, "decode_steps": e.decode_steps,
                 "model_file": self.model_file, "extra_buffers": list(e.buffer_types),
                 "prompt_tok_s": self.prompt_tok_s(), "read_ahead_tokens": self.read_ahead_tokens,
-                "warm_windows": {"saved": len(self.windows), "mb": self.windows.bytes / 2**20,
-                                 "loads": self.windows.loads}}
+                "warm_places": {"saved": len(self.places), "mb": self.places.bytes / 2**20,
+                                 "loads": self.places.loads}}
 
     def close(self) -> None:
-        self.windows.clear()
+        self.places.clear()
         self.planner.forget()
         for engine in (self.engine, self.draft.engine if self.draft else None):
             if engine is not None:

@@ -24,7 +24,7 @@ from lsp_server.settings import Settings
 from lsp_server.stats import Stats
 
 log = logging.getLogger("specfill")
-NEAR_CHARS = 600  # text before the cursor that picks related workspace files
+RELATED_BY_CHARS = 600  # text before the cursor that picks related workspace files
 PARTIAL_MS = 20  # after the first text, answer with what there is rather than wait for the line's end
 
 
@@ -167,7 +167,7 @@ class Pipeline:
             elif first:
                 loop.call_soon_threadsafe(loop.call_later, PARTIAL_MS / 1000, flight.first_line.set)
 
-        others = self.others(at.uri, at.prefix[-NEAR_CHARS:], settings)
+        others = self.others(at.uri, at.prefix[-RELATED_BY_CHARS:], settings)
         future = asyncio.wrap_future(self.worker.complete(at.prefix, at.suffix, at.path, settings, cancel, on_text,
                                                           others, candidates))
         flight = Inflight(at.prefix, at.suffix, cancel, future)
@@ -222,7 +222,7 @@ class Pipeline:
             elif result is not None and result.text:
                 self.stats.after_accept += 1
 
-        others = self.others(at.uri, accepted[-NEAR_CHARS:], settings)
+        others = self.others(at.uri, accepted[-RELATED_BY_CHARS:], settings)
         self.worker.complete(accepted, at.suffix, at.path, settings, threading.Event(), on_text,
                              others).add_done_callback(done)
 

@@ -17,11 +17,11 @@ from dataclasses import dataclass, replace
 from lsp_server.engines import Request
 from lsp_server.postprocess import wants_single_line
 from prompts import FAMILIES, ContextFile, PromptError, build_prompt, prompt_tokens
+from prompts.excerpt import nearest_lines, prefix_excerpt, suffix_excerpt
 from prompts.heal import heal_split
-from prompts.window import prefix_window, short_window, suffix_window
 from speculative.cost_model import ReadRate
 from speculative.decode import clamp_max_tokens
-from speculative.engine import SHORT, WINDOW, common_prefix
+from speculative.engine import FULL, SHORT, common_prefix
 from speculative.heal import Heal, PieceIndex
 from speculative.vocab import Vocab
 
@@ -29,8 +29,8 @@ CONTEXT_FILES = 2  # context files (the most useful first: see SpecfillServer.ot
 CONTEXT_CHARS = 1000  # of each, in the prompt
 READ_CHUNK = 32  # tokens a background read evaluates between looks at waiting requests (one ubatch)
 MIN_SHORT_TOKENS = 48  # the least a short prompt holds: fewer say too little
-CHARS_PER_TOKEN = 2.5  # of code, on the low side: a short window of N tokens' chars stays under N
-PINNED = 16  # places whose context (and short window) stays pinned
+CHARS_PER_TOKEN = 2.5  # of code, on the low side: a short prompt of N tokens' chars stays under N
+PINNED = 16  # places whose context (and short prompt start) stays pinned
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class PromptPlanner:
         self.vocab, self.family, self.n_ctx, self.pieces = vocab, family, n_ctx, pieces
         self._all_pieces = vocab.pieces()
         self._pins: OrderedDict[tuple[str, int], tuple[ContextFile, ...]] = OrderedDict()
-        self._short: OrderedDict[str, tuple[int, int]] = OrderedDict()  # path -> short window (start, tokens)
+        self._short: OrderedDict[str, tuple[int, int]] = OrderedDict()  # path -> short prompt (start offset, tokens)
 
     def choose(self, req: Request, full: Prompt, held: int, rate: ReadRate,
                short_held: Sequence[int]) -> tuple[Prompt, bool]:
@@ -68,31 +68,31 @@ class PromptPlanner:
         return replace(quick, stop=quick.stop + ("\n",)), True  # one line, then back to the full prompt
 
     def full(self, req: Request) -> Prompt | None:
-        prefix, suffix = prefix_window(req.prefix), suffix_window(req.suffix)
-        return self._tokens(req, prefix, suffix, self._context(req, prefix), WINDOW)
+        prefix, suffix = prefix_excerpt(req.prefix), suffix_excerpt(req.suffix)
+        return self._tokens(req, prefix, suffix, self._context(req, prefix), FULL)
 
     def short(self, req: Request, budget_tokens: int) -> Prompt | None:
         """The lines nearest the cursor, about `budget_tokens`. Its start and size stay put
         while the user types on at this place, so each keystroke reads one or two tokens."""
         start, n = self._short.get(req.path, (-1, 0))
         fim = FAMILIES[self.family].fim
-        if not _short_window_fits(req, start, n):
+        if not _short_start_fits(req, start, n):
             # At least MIN_SHORT_TOKENS even over the budget: on a machine slowed by other
             # work, reading the full prompt instead held requests for seconds.
             n = max(MIN_SHORT_TOKENS, budget_tokens)
             chars = int(n * CHARS_PER_TOKEN)
-            chars -= len(suffix_window(req.suffix, chars // 4)) if fim else 0
-            start = len(req.prefix) - len(short_window(req.prefix, chars))
+            chars -= len(suffix_excerpt(req.suffix, chars // 4)) if fim else 0
+            start = len(req.prefix) - len(nearest_lines(req.prefix, chars))
             self._short[req.path] = (start, n)
             while len(self._short) > PINNED:
                 self._short.popitem(last=False)
-        suffix = suffix_window(req.suffix, int(n * CHARS_PER_TOKEN) // 4) if fim else ""
+        suffix = suffix_excerpt(req.suffix, int(n * CHARS_PER_TOKEN) // 4) if fim else ""
         return self._tokens(req, req.prefix[start:], suffix, [], SHORT, budget=n + n // 2)
 
     def warm_short(self, req: Request, budget_tokens: int, short_held: Sequence[int]) -> Prompt | None:
         """The short prompt of this place if the short sequence holds all but its last few
         tokens (the user types on where it answered), else None."""
-        if not _short_window_fits(req, *self._short.get(req.path, (-1, 0))):
+        if not _short_start_fits(req, *self._short.get(req.path, (-1, 0))):
             return None
         quick = self.short(req, budget_tokens)
         if quick is None or len(quick.tokens) - common_prefix(short_held, quick.tokens) > READ_CHUNK // 4:
@@ -140,6 +140,6 @@ class PromptPlanner:
         return None
 
 
-def _short_window_fits(req: Request, start: int, n: int) -> bool:
-    """The short window starting at `start` (n tokens) still holds the cursor's line."""
+def _short_start_fits(req: Request, start: int, n: int) -> bool:
+    """The short prompt starting at `start` (n tokens) still holds the cursor's line."""
     return 0 <= start <= len(req.prefix) and len(req.prefix) - start <= 1.5 * n * CHARS_PER_TOKEN

@@ -36,7 +36,7 @@ from lsp_server.postprocess import wants_single_line
 from lsp_server.prompt_plan import CONTEXT_CHARS, CONTEXT_FILES
 from lsp_server.settings import RemoteSettings, Settings
 from prompts import FAMILIES, ContextFile, build_prompt
-from prompts.window import prefix_window, suffix_window
+from prompts.excerpt import prefix_excerpt, suffix_excerpt
 from speculative.decode import GenerationResult
 from speculative.output import cut_at_stop
 
@@ -325,7 +325,7 @@ class RemoteCompletion:
         if req.cancel.is_set():
             return None
         s = req.settings
-        prefix, suffix = prefix_window(req.prefix), suffix_window(req.suffix)
+        prefix, suffix = prefix_excerpt(req.prefix), suffix_excerpt(req.suffix)
         single = wants_single_line(suffix.split("\n", 1)[0], s.completion.multiline)
         stop = FAMILIES[s.model.remote.template].stop + (("\n",) if single else ())
         context = [ContextFile(o.path, o.text[-CONTEXT_CHARS:]) for o in req.others[:CONTEXT_FILES]]

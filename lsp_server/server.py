@@ -16,7 +16,7 @@ from pygls.lsp.server import LanguageServer
 from lsp_server import __version__
 from lsp_server.chunks import ChunkRing
 from lsp_server.logs import EditorHandler, set_level
-from lsp_server.pipeline import NEAR_CHARS, Pipeline, Position
+from lsp_server.pipeline import RELATED_BY_CHARS, Pipeline, Position
 from lsp_server.postprocess import Suggestion
 from lsp_server.protocol import SpecfillProtocol
 from lsp_server.settings import Settings, parse_settings, to_wire
@@ -42,6 +42,7 @@ class SpecfillServer(LanguageServer):
         self.pipeline = Pipeline(self.worker, self.other_documents)
         self.recent: dict[str, float] = {}  # uri -> last open/edit time
         self.reported: set[str] = set()  # setting errors the editor was told of
+        self.focused: tuple[str, int, int] | None = None  # the last place didFocus named
         self.index: WorkspaceIndex | None = None
         self.chunks = ChunkRing()  # places recently edited, in any document
         self._chunked: dict[str, tuple[int | None, float]] = {}  # uri -> (region, time) of its last chunk
@@ -93,6 +94,21 @@ class SpecfillServer(LanguageServer):
             self.index = WorkspaceIndex(roots)
             self.index.start()
 
+    def focus(self, uri: str, line: int, character: int) -> None:
+        """The cursor landed or rests here: read its prompt while idle. Said while the model
+        loads (an editor opened with a file), it is done once the model is ready."""
+        self.focused = (uri, line, character)
+        if not self.worker.ready:
+            return
+        at = _position(self, uri, types.Position(line=line, character=character)) \
+            if line >= 0 and character >= 0 else None
+        backend = self.worker.backend
+        if at is None or not (backend and backend.reads_ahead) or not self.settings.completion.enable:
+            return
+        log.debug("didFocus at %s:%d:%d", at.path, line, character)
+        others = self.other_documents(uri, at.prefix[-RELATED_BY_CHARS:], self.settings)
+        self.worker.read_ahead(at.prefix, at.suffix, at.path, self.settings, others)
+
     def tell(self, message: str, kind: types.MessageType = types.MessageType.Error) -> None:
         self.window_show_message(types.ShowMessageParams(type=kind, message=f"specfill: {message}"))
 
@@ -136,6 +152,8 @@ class SpecfillServer(LanguageServer):
             message = f"ready: {await loading}"
             if self.worker.warning:
                 self.tell(self.worker.warning, types.MessageType.Warning)
+            if self.focused is not None:
+                self.focus(*self.focused)  # where the cursor was while the model loaded
         except Exception as exc:
             message = f"failed: {exc}"
             self.tell(str(exc))
@@ -297,12 +315,7 @@ def did_focus(ls: SpecfillServer, params) -> None:
     if not (isinstance(uri, str) and isinstance(line, int) and isinstance(character, int)):
         log.warning("specfill/didFocus needs {textDocument: {uri}, position: {line, character}}: %.200r", params)
         return
-    at = _position(ls, uri, types.Position(line=line, character=character)) if line >= 0 and character >= 0 else None
-    backend = ls.worker.backend
-    if at is None or not ls.worker.ready or not (backend and backend.reads_ahead) or not ls.settings.completion.enable:
-        return
-    others = ls.other_documents(uri, at.prefix[-NEAR_CHARS:], ls.settings)
-    ls.worker.read_ahead(at.prefix, at.suffix, at.path, ls.settings, others)
+    ls.focus(uri, line, character)
 
 
 def _get(obj, name: str):

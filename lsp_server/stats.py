@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from lsp_server.engines import Completion
 
-WINDOW = 1000  # latencies kept for percentiles: recent behaviour, bounded memory
+LATENCIES_KEPT = 1000  # latencies kept for percentiles: recent behaviour, bounded memory
 COLD_TOKENS = 64  # a generation that had more of its prompt to read than this was a cold one
 
 
@@ -48,10 +48,10 @@ class Stats:
     cut: int = 0  # suggestions cut before a doubted token
     words: int = 0  # suggestions cut inside a word the file's words completed (lsp_server/words.py)
     after_accept: int = 0  # suggestions generated ahead, as if the one shown were accepted
-    ttft_ms: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
-    ttft_cold_ms: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
-    ttft_warm_ms: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
-    latency_ms: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
+    ttft_ms: deque = field(default_factory=lambda: deque(maxlen=LATENCIES_KEPT))
+    ttft_cold_ms: deque = field(default_factory=lambda: deque(maxlen=LATENCIES_KEPT))
+    ttft_warm_ms: deque = field(default_factory=lambda: deque(maxlen=LATENCIES_KEPT))
+    latency_ms: deque = field(default_factory=lambda: deque(maxlen=LATENCIES_KEPT))
     started: float = field(default_factory=time.time)
 
     def generation(self, result: Completion) -> None:

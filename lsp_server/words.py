@@ -14,8 +14,8 @@ import re
 from collections import Counter
 
 MIN_TYPED = 2  # characters of the word typed before the file's words are asked
-NEAR_CHARS = 4000  # text on each side of the cursor whose words count
-_WORD = re.compile(r"[^\W\d]\w*")
+AROUND_CHARS = 4000  # text on each side of the cursor whose words count
+IDENTIFIER = re.compile(r"[^\W\d]\w*")  # a word of code: letters, digits and _, not starting with a digit
 _WORD_END = re.compile(r"(?<!\w)[^\W\d]\w*$")  # not the tail of a number (0xfe)
 _WORD_CHAR = re.compile(r"\w")
 
@@ -29,8 +29,8 @@ def expected_word(prefix: str, suffix: str) -> str:
     if m is None or len(m.group()) < MIN_TYPED or _WORD_CHAR.match(suffix[:1]):
         return ""
     typed = m.group()
-    around = prefix[-NEAR_CHARS:len(prefix) - len(typed)] + " " + suffix[:NEAR_CHARS]
-    counts = Counter(w for w in _WORD.findall(around) if w.startswith(typed))
+    around = prefix[-AROUND_CHARS:len(prefix) - len(typed)] + " " + suffix[:AROUND_CHARS]
+    counts = Counter(w for w in IDENTIFIER.findall(around) if w.startswith(typed))
     ranked = counts.most_common(2)
     if not ranked or (len(ranked) == 2 and ranked[0][1] < 2 * ranked[1][1]):
         return ""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -20,6 +19,8 @@ from pathlib import Path
 import numpy as np
 import pathspec
 
+from lsp_server.words import IDENTIFIER
+
 log = logging.getLogger("specfill")
 
 SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", ".venv", "venv", "__pycache__", ".mypy_cache",
@@ -28,7 +29,7 @@ MAX_FILE_BYTES = 256 * 1024
 MAX_FILES = 5000
 MAX_TOTAL_BYTES = 16 * 1024 * 1024
 REBUILD_EVERY = 500  # files indexed during a scan between two builds of the lookup table
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
+MIN_IDENTIFIER = 3  # shorter names (i, x, df) say nothing about which files are related
 
 
 @dataclass(frozen=True)
@@ -132,9 +133,10 @@ class _Table:
 
 
 def identifier_hashes(text: str) -> np.ndarray:
-    """The sorted hashes of the distinct identifiers in `text` (8 bytes each: a set of the
-    strings themselves took ~10x that)."""
-    return np.unique(np.fromiter((hash(w) for w in set(_WORD.findall(text))), dtype=np.int64))
+    """The sorted hashes of the distinct identifiers in `text` (8 bytes each, far less than
+    a set of the strings themselves)."""
+    words = {w for w in IDENTIFIER.findall(text) if len(w) >= MIN_IDENTIFIER}
+    return np.unique(np.fromiter((hash(w) for w in words), dtype=np.int64))
 
 
 class WorkspaceIndex:

@@ -9,14 +9,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from speculative.engine import FIRST_BRANCH, MAX_SEQS, WINDOW
+from speculative.engine import FIRST_BRANCH, FULL, MAX_SEQS
 from speculative.heal import Heal
 from speculative.output import Output
 
 
 def branch(engine, prompt: Sequence[int], n: int, max_tokens: int, stop: Sequence[str] = (),
            exclude: Sequence[int] = (), cancel: threading.Event | None = None, heal: Heal | None = None,
-           seq: int = WINDOW) -> list[tuple[int, str]]:
+           seq: int = FULL) -> list[tuple[int, str]]:
     """Up to `n` continuations of `prompt` as (first token, text), each starting with a different
     first token among the most likely (not in `exclude`: the greedy suggestion's first token).
     With `heal`, first tokens are those that reproduce all of the healed text."""
@@ -51,5 +51,5 @@ def branch(engine, prompt: Sequence[int], n: int, max_tokens: int, stop: Sequenc
             live = still
     finally:
         for s in seqs:
-            engine.drop_seq(s)
+            engine.drop(s)
     return [(tok, o.text) for tok, o in zip(firsts, outs, strict=True)]

@@ -34,7 +34,7 @@ from speculative.output import Output
 if TYPE_CHECKING:
     from speculative.engine import Engine
 
-WINDOW = 0  # the engine's sequence of full prompts (engine.WINDOW; engine imports this module)
+FULL = 0  # the engine's sequence of full prompts (engine.FULL; engine imports this module)
 
 
 @dataclass
@@ -157,7 +157,7 @@ class Decoding:
     seed: int = 0
     min_confidence: float = 0.0
     max_draft: int = 31
-    seq: int = WINDOW
+    seq: int = FULL
 
 
 class Tracer:

@@ -1,10 +1,10 @@
 """Greedy decoding on llama.cpp's low-level API with KV prefix reuse, per sequence.
 
 One Engine owns one model and one long-lived context. Each llama.cpp sequence caches one
-prompt (WINDOW: the full prompt of where the user works; SHORT: a short prompt that answers
+prompt (FULL: the full prompt of where the user works; SHORT: a short prompt that answers
 at once while the full one is read; the rest: candidates' branches). A request evaluates
 only the tokens after the longest common prefix with what its sequence holds, and asks for
-logits only on the rows it reads (no logits_all buffer). A window's cache can be saved to
+logits only on the rows it reads (no logits_all buffer). A sequence's cache can be saved to
 memory and loaded back (`save_seq`/`load_seq`), so moving between places reads nothing again.
 """
 
@@ -30,7 +30,7 @@ from speculative.errors import Cancelled, ModelError
 from speculative.model_file import check_gguf
 from speculative.vocab import Vocab
 
-WINDOW, SHORT = 0, 1  # sequences of the full prompt and of the short one
+FULL, SHORT = 0, 1  # sequences of the full prompt and of the short one
 FIRST_BRANCH = 2  # candidates branch on sequences FIRST_BRANCH.. (cells shared with their source)
 MAX_SEQS = 10
 AIDS = frozenset(f.name for f in dataclasses.fields(Aids))
@@ -106,7 +106,7 @@ def _context_params(n_ctx: int, n_batch: int, n_ubatch: int, threads: int) -> An
     # fresh evaluation; the plain path is exact, so KV reuse is lossless.
     cparams.flash_attn_type = 0
     # One unified KV cache: a branch shares its source's cells (no copy), and the cells
-    # hold the window, the short prompt and the branches together.
+    # hold the full prompt, the short one and the branches together.
     cparams.n_seq_max = MAX_SEQS
     cparams.kv_unified = True
     return cparams
@@ -142,7 +142,7 @@ class Engine(Vocab):
         if _FLAG_IS_SET is not None:
             llama_cpp.llama_set_abort_callback(self._ctx, _FLAG_IS_SET,
                                                ctypes.cast(self._stop_read, ctypes.c_void_p))
-        self._seqs: dict[int, list[int]] = {WINDOW: [], SHORT: []}  # tokens whose K/V each holds, in order
+        self._seqs: dict[int, list[int]] = {FULL: [], SHORT: []}  # tokens whose K/V each holds, in order
         self.decode_steps = 0  # llama_decode calls, ever: lets tests see work stop
         # Told of each prompt-shaped decode (16+ tokens, at most one logits row): (tokens, depth, ms).
         self.on_read: Callable[[int, int, float], None] | None = None
@@ -160,13 +160,13 @@ class Engine(Vocab):
     # -- sequences ------------------------------------------------------------------
     @property
     def cached(self) -> list[int]:
-        """The tokens the window sequence holds."""
-        return self._seqs[WINDOW]
+        """The tokens the full prompt's sequence holds."""
+        return self._seqs[FULL]
 
     def held(self, seq: int) -> list[int]:
         return self._seqs.setdefault(seq, [])
 
-    def common_prefix(self, prompt: Sequence[int], seq: int = WINDOW) -> int:
+    def common_prefix(self, prompt: Sequence[int], seq: int = FULL) -> int:
         """How many leading tokens of `prompt` sequence `seq` already holds."""
         return common_prefix(self.held(seq), prompt)
 
@@ -176,7 +176,7 @@ class Engine(Vocab):
         return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).copy()
 
     def eval(self, tokens: Sequence[int], want_rows: Sequence[int] = (),
-             cancel: StopFlag | None = None, seq: int = WINDOW,
+             cancel: StopFlag | None = None, seq: int = FULL,
              chunk: int | None = None) -> list[np.ndarray]:
         """Append `tokens` after what `seq` holds; return logits for rows `want_rows`.
         `cancel` is checked between chunks (n_batch tokens, or `chunk`): what was evaluated
@@ -213,7 +213,7 @@ class Engine(Vocab):
                 held.extend(part[:max(0, now - base)])
                 raise Cancelled(f"stopped within {len(part)} tokens after {base} prompt tokens")
             if rc != 0:
-                self.forget(seq)
+                self.drop(seq)
                 raise ModelError(f"llama_decode failed with code {rc}")
             if self.on_read is not None and len(part) >= 16 and len(part_rows) <= 1:
                 self.on_read(len(part), base, (time.perf_counter() - t0) * 1000)
@@ -235,38 +235,36 @@ class Engine(Vocab):
             raise ModelError(f"llama_decode failed with code {rc}")
         return [self._logits_row(j) for j in range(len(items))]
 
-    def branch_seq(self, seq: int, n_tokens: int, source: int = WINDOW) -> None:
+    def branch_seq(self, seq: int, n_tokens: int, source: int = FULL) -> None:
         """Sequence `seq` starts as the first n_tokens of `source` (cells shared, not copied)."""
         if not FIRST_BRANCH <= seq < MAX_SEQS:
             raise ValueError(f"sequence {seq} outside {FIRST_BRANCH}..{MAX_SEQS - 1}")
         llama_cpp.llama_memory_seq_rm(self._mem, seq, -1, -1)
         llama_cpp.llama_memory_seq_cp(self._mem, source, seq, 0, n_tokens)
 
-    def drop_seq(self, seq: int) -> None:
-        llama_cpp.llama_memory_seq_rm(self._mem, seq, -1, -1)
-        self._seqs.pop(seq, None)
-
-    def truncate(self, n_keep: int, seq: int = WINDOW) -> None:
-        """Forget cached tokens of `seq` from position n_keep on (rollback)."""
+    def truncate(self, n_keep: int, seq: int = FULL) -> None:
+        """Drop cached tokens of `seq` from position n_keep on (rollback)."""
         held = self.held(seq)
         if n_keep < len(held):
             llama_cpp.llama_memory_seq_rm(self._mem, seq, n_keep, -1)
             del held[n_keep:]
 
-    def forget(self, seq: int) -> None:
+    def drop(self, seq: int) -> None:
+        """Drop everything sequence `seq` holds."""
         llama_cpp.llama_memory_seq_rm(self._mem, seq, -1, -1)
-        self.held(seq).clear()
+        self._seqs.pop(seq, None)
 
     def reset(self) -> None:
+        """Drop every sequence."""
         llama_cpp.llama_memory_clear(self._mem, True)
         for held in self._seqs.values():
             held.clear()
 
-    def saved_size(self, seq: int = WINDOW) -> int:
+    def saved_size(self, seq: int = FULL) -> int:
         """Bytes a save of `seq` takes."""
         return llama_cpp.llama_state_seq_get_size(self._ctx, seq)
 
-    def save_seq(self, seq: int = WINDOW) -> SavedSeq:
+    def save_seq(self, seq: int = FULL) -> SavedSeq:
         """Copy the sequence's KV cache out (a few ms for a thousand tokens)."""
         size = self.saved_size(seq)
         # Written in place (no second copy to double the peak), into pages of its own that go
@@ -277,16 +275,16 @@ class Engine(Vocab):
             raise ModelError(f"could not save a KV cache ({n} of {size} bytes)")
         return SavedSeq(tuple(self.held(seq)), data)
 
-    def load_seq(self, saved: SavedSeq, seq: int = WINDOW) -> None:
+    def load_seq(self, saved: SavedSeq, seq: int = FULL) -> None:
         """Make `seq` hold a saved cache again (its old content is dropped)."""
-        self.forget(seq)
+        self.drop(seq)
         data = (ctypes.c_uint8 * len(saved.data)).from_buffer(saved.data)  # read in place, not copied
         if llama_cpp.llama_state_seq_set_data(self._ctx, data, len(saved.data), seq) == 0:
             raise ModelError("could not load a saved KV cache back (no room in the context)")
         self.held(seq).extend(saved.tokens)
 
     def prefill(self, prompt: Sequence[int], cancel: threading.Event | None = None,
-                seq: int = WINDOW) -> tuple[np.ndarray, int]:
+                seq: int = FULL) -> tuple[np.ndarray, int]:
         """Make `seq` hold `prompt`; return the last token's logits and tokens reused."""
         if not prompt:
             raise ValueError("empty prompt")
@@ -297,7 +295,7 @@ class Engine(Vocab):
         (logits,) = self.eval(rest, want_rows=[len(rest) - 1], cancel=cancel, seq=seq)
         return logits, common
 
-    def read(self, prompt: Sequence[int], cancel: StopFlag, seq: int = WINDOW, chunk: int = 64) -> int:
+    def read(self, prompt: Sequence[int], cancel: StopFlag, seq: int = FULL, chunk: int = 64) -> int:
         """Read `prompt` into `seq` without logits, `chunk` tokens a decode, stopping (with
         Cancelled, progress kept) at the first chunk after `cancel` is set, or inside the
         decode on stop_reading; the tokens read."""

@@ -32,9 +32,10 @@ def test_ghost_text_appears_and_tab_accepts_it(vscode, tmp_path):
     path.write_text(SOURCE)
     vscode.start(folder)
     shot = tmp_path / "vscode-ghost-text.png"
-    # Landing at the end sends specfill/didFocus once the cursor rests: the server reads ahead there.
+    # Landing at the end sends specfill/didFocus once the cursor rests; typing waits for the
+    # server's answer to it (VS Code may ask for a suggestion there at the same moment).
     log = tmp_path / "server.log"
-    result = vscode.drive(folder, "shapes.py", "    return ", shot, wait_log=(log, "didFocus: reading ahead at"))
+    result = vscode.drive(folder, "shapes.py", "    return ", shot, wait_log=(log, "didFocus: "))
     assert result["ok"], result
     assert shot.exists()
     if os.environ.get("SPECFILL_SCREENSHOTS"):  # README figure: SPECFILL_SCREENSHOTS=docs
@@ -51,7 +52,9 @@ def test_ghost_text_appears_and_tab_accepts_it(vscode, tmp_path):
     # which is above 0 only if Tab's acceptance reached the server (the item's command).
     (status,) = [s for s in result["status"] if "specfill" in s]
     assert " ms" in status and status.endswith("%") and not status.endswith(" 0%")
+    # The server read the place ahead, or a request VS Code sent there first read it.
     server_log = log.read_text()
-    assert "didFocus: reading ahead at" in server_log and f"{path}" in server_log and "read ahead: " in server_log
+    assert f"didFocus: reading ahead at {path}" in server_log and "read ahead: " in server_log \
+        or f"didFocus: a request came first, not reading ahead at {path}" in server_log
     # The client's own setting (trace.server, set above) is not the server's to reject.
     assert "invalid setting" not in server_log

@@ -104,15 +104,15 @@ def test_fit_errors_on_missing_special_token_and_empty_prompt():
 
 
 def test_prefix_window_start_stays_put_while_typing():
-    from prompts.window import prefix_window, suffix_window
+    from prompts.excerpt import prefix_excerpt, suffix_excerpt
 
     text = "".join(f"line {i} = {i}\n" for i in range(2000))
-    first = prefix_window(text, 6000, 2048)
+    first = prefix_excerpt(text, 6000, 2048)
     assert len(first) <= 6000 and text.endswith(first) and (text[: -len(first)]).endswith("\n")
     typed = text
     for ch in "value = compute(x)\n    more":
         typed += ch
-        w = prefix_window(typed, 6000, 2048)
+        w = prefix_excerpt(typed, 6000, 2048)
         assert typed.index(w) == text.index(first)  # same start: the prompt's KV cache is reused
-    assert prefix_window("short", 6000) == "short"
-    assert suffix_window("a\n" * 5000, 2000).endswith("\n") and len(suffix_window("a\n" * 5000, 2000)) <= 2000
+    assert prefix_excerpt("short", 6000) == "short"
+    assert suffix_excerpt("a\n" * 5000, 2000).endswith("\n") and len(suffix_excerpt("a\n" * 5000, 2000)) <= 2000

@@ -16,7 +16,7 @@ from lsp_server.prompt_plan import MIN_SHORT_TOKENS, READ_CHUNK, PromptPlanner
 from lsp_server.settings import Settings
 from prompts import ContextFile, family_for
 from speculative.cost_model import ReadRate
-from speculative.engine import SHORT, WINDOW
+from speculative.engine import FULL, SHORT
 from speculative.heal import PieceIndex
 from speculative.vocab import Vocab
 
@@ -52,7 +52,7 @@ def test_a_prompt_over_the_budget_is_answered_one_line_from_the_nearest_lines(pl
     req = request(LONG)
     full = planner.full(req)
     prompt, short = planner.choose(req, full, 0, RATE, [])
-    assert short and prompt.seq == SHORT and full.seq == WINDOW and "\n" in prompt.stop
+    assert short and prompt.seq == SHORT and full.seq == FULL and "\n" in prompt.stop
     assert MIN_SHORT_TOKENS <= len(prompt.tokens) <= 1.5 * RATE.tokens_within(300)
     # The lines just before the cursor, the half-typed word healed.
     assert LONG.endswith(vocab.detokenize(prompt.tokens[-20:]) + prompt.heal.decode())

@@ -1,10 +1,11 @@
 """The real server over stdio with a real LSP client (pytest-lsp), on the embedded model."""
 
+import asyncio
 import statistics
 import time
 
 import pytest
-from lsp_helpers import TEXT, client_fixture, complete, end_of, field, open_doc, stats, wait_ready
+from lsp_helpers import TEXT, URI, client_fixture, complete, end_of, field, open_doc, stats, wait_ready
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
@@ -105,3 +106,19 @@ async def test_invoked_request_returns_distinct_candidates(client: LanguageClien
     assert 2 <= len(texts) <= 3 and len(set(texts)) == len(texts)
     automatic = (await complete(client, line, col, invoked=False)).items
     assert len(automatic) == 1 and automatic[0].insert_text == texts[0]  # the greedy one first
+
+
+@pytest.mark.asyncio
+async def test_a_place_named_while_the_model_loads_is_read_once_it_is_ready(client: LanguageClient):
+    """An editor opens with a file: its didFocus arrives while the model still loads, and is
+    acted on when the model is ready, not dropped (VS Code sends no other until the cursor moves)."""
+    open_doc(client, SMALL_FILE)
+    line, col = end_of(SMALL_FILE)
+    client.protocol.notify("specfill/didFocus", {"textDocument": {"uri": URI}, "position": {"line": line,
+                                                                                          "character": col}})
+    await wait_ready(client)
+    for _ in range(100):
+        if field(await stats(client), "read_ahead_tokens") > 0:
+            break
+        await asyncio.sleep(0.1)
+    assert field(await stats(client), "read_ahead_tokens") > 0

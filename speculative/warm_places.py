@@ -1,7 +1,7 @@
-"""Several places kept warm: the full prompt in the engine's WINDOW sequence, and the last few
+"""Several places kept warm: the full prompt in the engine's FULL sequence, and the last few
 others copied out to memory (llama_state_seq_get_data), most recent first.
 
-Before the window sequence is overwritten by a prompt of another place, its cache is saved;
+Before the full prompt's sequence is overwritten by a prompt of another place, its cache is saved;
 a prompt that a saved cache serves better than the live one loads that cache back (a copy of
 a few MB) instead of reading the prompt again (seconds). Bounded by count and by bytes.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from speculative.engine import WINDOW, Engine, SavedSeq, common_prefix
+from speculative.engine import FULL, Engine, SavedSeq, common_prefix
 
 MIN_SAVE = 128  # tokens: a cache smaller than this is cheaper to read again than to keep
 
@@ -21,7 +21,7 @@ MIN_SAVE = 128  # tokens: a cache smaller than this is cheaper to read again tha
 MAX_BYTES = 40 << 20
 
 
-class WarmWindows:
+class WarmPlaces:
     def __init__(self, keep: int = 4, max_bytes: int = MAX_BYTES) -> None:
         self.keep, self.max_bytes = keep, max_bytes
         self.saved: list[SavedSeq] = []  # most recent first
@@ -38,21 +38,21 @@ class WarmWindows:
     def _save_live(self, engine: Engine, reserve: int = 0) -> None:
         """Copy the live cache out, the oldest copies dropped first to make room: the copies
         (and `reserve`, one about to be loaded back) never exceed max_bytes, even while made."""
-        live = engine.held(WINDOW)
+        live = engine.held(FULL)
         if len(live) < MIN_SAVE:
             return
         # A saved cache that the live one extends is superseded by it.
         self.saved = [s for s in self.saved if common_prefix(s.tokens, live) < len(s.tokens)]
-        size = engine.saved_size(WINDOW) + reserve
+        size = engine.saved_size(FULL) + reserve
         while self.saved and (len(self.saved) >= self.keep or self.bytes + size > self.max_bytes):
             self.saved.pop()
-        self.saved.insert(0, engine.save_seq(WINDOW))
+        self.saved.insert(0, engine.save_seq(FULL))
         self.saves += 1
 
     def prepare(self, engine: Engine, prompt: Sequence[int]) -> int:
-        """Make the window sequence the best start for `prompt`; the tokens it can reuse.
+        """Make the full prompt's sequence the best start for `prompt`; the tokens it can reuse.
         The live cache is saved first when serving `prompt` would throw much of it away."""
-        held = engine.held(WINDOW)
+        held = engine.held(FULL)
         live = common_prefix(held, prompt)
         best, best_n = None, live
         for s in self.saved:
@@ -62,7 +62,7 @@ class WarmWindows:
         if best is not None:
             self.saved = [s for s in self.saved if s is not best]
             self._save_live(engine, reserve=len(best.data))
-            engine.load_seq(best, WINDOW)
+            engine.load_seq(best, FULL)
             self.loads += 1
             return best_n
         if len(held) - live > MIN_SAVE:  # another place: keep it before it is overwritten

@@ -1,0 +1,89 @@
+"""The engine's background reading (stopped within a chunk, or inside its decode, keeping what
+it read exact) and the copies of places kept warm."""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from speculative.engine import FULL, Engine
+from speculative.errors import Cancelled
+from speculative.warm_places import WarmPlaces
+
+SOURCE = Path(argparse.__file__).read_text()
+
+
+def test_a_background_read_stops_within_one_chunk_of_a_request(engine):
+    tokens = engine.tokenize(SOURCE)[:1200]
+    engine.reset()
+    stop = threading.Event()
+    reader = threading.Thread(target=lambda: pytest.raises(Cancelled, engine.read, tokens, stop, chunk=32))
+    reader.start()
+    while len(engine.held(FULL)) < 64:
+        time.sleep(0.001)
+    stop.set()
+    at_stop = len(engine.held(FULL))
+    reader.join()
+    assert 0 <= len(engine.held(FULL)) - at_stop <= 32 < len(tokens) - at_stop
+    assert engine.held(FULL) == tokens[: len(engine.held(FULL))]  # what was read stays read
+
+
+def test_stop_reading_stops_a_read_inside_its_decode_and_what_it_keeps_is_exact(engine, model_path):
+    tokens = engine.tokenize(SOURCE)[:400]
+    never = threading.Event()  # the read would otherwise stop only between chunks
+    engine.reset()
+    engine.read(tokens[:41], never)  # 40 tokens held: the stopped read must keep them
+    engine.stop_reading()  # no read runs: nothing happens, now or later
+    assert engine.generate(tokens[:41], max_tokens=4).stop_reason != "cancelled"
+    done = threading.Event()
+
+    def stopper() -> None:
+        while not done.is_set():
+            engine.stop_reading()
+            time.sleep(0.002)
+
+    helper = threading.Thread(target=stopper)
+    steps = engine.decode_steps
+    helper.start()
+    try:
+        with pytest.raises(Cancelled):
+            engine.read(tokens, never, chunk=engine.n_batch)  # one decode of 128 tokens, then more
+    finally:
+        done.set()
+        helper.join()
+    assert engine.decode_steps == steps + 1  # stopped inside its first decode
+    held = engine.held(FULL)
+    assert 41 <= len(held) < 41 + engine.n_batch and held == tokens[: len(held)]
+    # What the stopped read kept is exact: reading on gives a fresh evaluation's logits.
+    kept = len(held)
+    logits, reused = engine.prefill(tokens)
+    assert reused == kept
+    fresh = Engine(model_path, n_ctx=2048)
+    try:
+        np.testing.assert_allclose(logits, fresh.prefill(tokens)[0], atol=1e-3, rtol=0)
+    finally:
+        fresh.close()
+
+
+def test_saved_windows_stay_within_their_bounds_and_come_back(engine):
+    """Six places in turn: the copies never exceed their bytes (not even while one is made) or
+    their count, the most recent come back by a load, the oldest are gone."""
+    tokens = engine.tokenize(SOURCE)
+    places = [tokens[i * 2000:i * 2000 + 300] for i in range(6)]
+    engine.reset()
+    engine.read(places[0], threading.Event())
+    one = engine.saved_size(FULL)
+    windows = WarmPlaces(keep=4, max_bytes=int(3.5 * one))
+    for place in places:
+        windows.prepare(engine, place)
+        engine.read(place, threading.Event())
+        assert windows.bytes <= windows.max_bytes and len(windows) <= 4
+    assert len(windows) == 3  # and the live one: four places warm
+    assert windows.prepare(engine, places[4]) == len(places[4]) - 1 and windows.loads == 1
+    assert engine.held(FULL) == places[4][:-1]
+    assert windows.prepare(engine, places[0]) == 0, "the oldest was dropped"
