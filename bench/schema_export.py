@@ -24,7 +24,8 @@ def vscode_properties() -> dict:
     """`contributes.configuration.properties`, in schema order."""
     props = {}
     for order, (name, entry) in enumerate(schema().items()):
-        prop = {k: entry[k] for k in ("type", "default", "enum", "minimum", "maximum") if k in entry}
+        prop = {k: entry[k] for k in ("type", "default", "enum", "minimum", "maximum", "items", "additionalProperties")
+                if k in entry}
         prop["description"] = entry["description"]
         prop["order"] = order
         props[name] = prop
@@ -49,6 +50,8 @@ def _lua(value) -> str:
         return json.dumps(value)  # a JSON string is a valid Lua string literal for this text
     if isinstance(value, list):
         return "{ " + ", ".join(_lua(v) for v in value) + " }"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"[{_lua(k)}] = {_lua(v)}" for k, v in value.items()) + " }"
     raise TypeError(value)
 
 
@@ -85,11 +88,15 @@ def nvim_doc(current: str) -> str:
     return f"{head}{BEGIN}\n{help_settings()}\n{END}{tail}"
 
 
+def readme_default(value) -> str:
+    """A setting's default as the README's table shows it: as JSON."""
+    return json.dumps(value, separators=(", ", ": "))
+
+
 def readme_table() -> str:
     rows = [TABLE_HEAD, "| --- | --- | --- |"]
     for name, e in schema().items():
-        d = e["default"]
-        default = f'"{d}"' if isinstance(d, str) else str(d).lower()
+        default = readme_default(e["default"])
         doc = e["description"].replace("|", "\\|")
         if "enum" in e:
             doc += " (" + " \\| ".join(f"`{c}`" for c in e["enum"]) + ")"

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lsp_server.cache import Entry, TypeThroughCache
+from lsp_server.controls import suggestions_allowed
 from lsp_server.postprocess import Suggestion, for_cursor
 from lsp_server.settings import Settings
 from lsp_server.stats import Stats
@@ -34,7 +35,7 @@ class Position:
     path: str
     prefix: str
     suffix: str
-
+    language: str = ""  # the document's language id
 
 def first_complete_line(text: str) -> str | None:
     """Text up to the end of its first non-blank complete line, or None if there is none yet."""
@@ -108,7 +109,7 @@ class Pipeline:
 
     async def _suggest(self, at: Position, settings: Settings, invoked: bool,
                        tell: Callable[[str], None]) -> Suggestion | None:
-        if not settings.completion.enable:
+        if not suggestions_allowed(settings, at.path, at.language, invoked):
             return None
         rest = self.cache.lookup(at.uri, at.prefix, at.suffix)
         if rest is not None and (s := self._finish(at, rest, settings)) is not None:
@@ -135,7 +136,7 @@ class Pipeline:
         return await self._counted(self._candidates(at, settings, tell))
 
     async def _candidates(self, at: Position, settings: Settings, tell: Callable[[str], None]) -> list[Suggestion]:
-        if not settings.completion.enable or not self.worker.ready:
+        if not suggestions_allowed(settings, at.path, at.language, True) or not self.worker.ready:
             return []
         self._latest[at.uri] = self._latest.get(at.uri, 0) + 1
         flight = self._start(at, settings, tell, settings.completion.candidates)

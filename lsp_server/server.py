@@ -15,6 +15,7 @@ from pygls.lsp.server import LanguageServer
 
 from lsp_server import __version__
 from lsp_server.chunks import ChunkRing
+from lsp_server.controls import excluded, suggestions_allowed
 from lsp_server.logs import EditorHandler, set_level
 from lsp_server.pipeline import RELATED_BY_CHARS, Pipeline, Position
 from lsp_server.postprocess import Suggestion
@@ -29,6 +30,7 @@ log = logging.getLogger("specfill")
 ACCEPT_COMMAND = "specfill.didAccept"
 CHUNK_REGION = 8  # lines: an edit this far from the last chunk's makes a new chunk
 CHUNK_REFRESH_S = 2.0  # else the chunk is refreshed at most this often
+RELATED_SPARE = 4  # related workspace files asked beyond the two used, for those context.exclude leaves out
 
 
 class SpecfillServer(LanguageServer):
@@ -51,9 +53,11 @@ class SpecfillServer(LanguageServer):
         """Context for a request in `uri`, most useful first: chunks around recent edits in
         other documents (the prompt takes the first), the other open documents, most recently
         edited first, then the workspace files sharing most identifiers with the text `near`
-        the cursor (prompt lookup copies from these too)."""
+        the cursor (prompt lookup copies from these too). Files context.exclude names are left
+        out, whatever the engine."""
         docs = self.workspace.text_documents
         out: list[ContextFile] = []
+        kept_out = settings.context.exclude
         if settings.context.open_files:
             this = docs[uri].path if uri in docs else uri
             out += [ContextFile(c.path, c.text) for c in self.chunks.recent(exclude_path=this)]
@@ -62,9 +66,9 @@ class SpecfillServer(LanguageServer):
             out += [ContextFile(docs[u].path or u, docs[u].source) for u in order]
         if settings.context.workspace and self.index is not None:
             this = docs[uri].path if uri in docs else ""
-            related = self.index.related(this, near, n=2, exclude=[c.path for c in out])
-            out += [ContextFile(str(f.path), f.text) for f in related]
-        return tuple(out)
+            related = self.index.related(this, near, n=2 + RELATED_SPARE, exclude=[c.path for c in out])
+            out += [ContextFile(str(f.path), f.text) for f in related if not excluded(str(f.path), kept_out)][:2]
+        return tuple(c for c in out if not excluded(c.path, kept_out))
 
     def note_edit(self, uri: str, line: int) -> None:
         """Keep the ring's chunk of this place current: on a new region, or every few seconds."""
@@ -103,7 +107,8 @@ class SpecfillServer(LanguageServer):
         at = _position(self, uri, types.Position(line=line, character=character)) \
             if line >= 0 and character >= 0 else None
         backend = self.worker.backend
-        if at is None or not (backend and backend.reads_ahead) or not self.settings.completion.enable:
+        if at is None or not (backend and backend.reads_ahead) \
+                or not suggestions_allowed(self.settings, at.path, at.language, invoked=True):
             return
         log.debug("didFocus at %s:%d:%d", at.path, line, character)
         others = self.other_documents(uri, at.prefix[-RELATED_BY_CHARS:], self.settings)
@@ -250,7 +255,7 @@ def _position(ls: SpecfillServer, uri: str, pos: types.Position) -> Position | N
             return None
         offset = doc.offset_at_position(pos)
     source = doc.source
-    return Position(uri, doc.path or uri, source[:offset], source[offset:])
+    return Position(uri, doc.path or uri, source[:offset], source[offset:], doc.language_id or "")
 
 
 def _replaced(pos: types.Position, suggestion: Suggestion) -> types.Range:

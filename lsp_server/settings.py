@@ -16,6 +16,8 @@ from prompts.templates import FAMILIES
 
 def _opt(default: Any, doc: str, choices: tuple | None = None, lo: float | None = None, hi: float | None = None):
     meta = {"doc": doc, "choices": choices, "min": lo, "max": hi}
+    if isinstance(default, list | dict):  # a list of strings, or a map of names to booleans
+        return field(default_factory=lambda: type(default)(default), metadata=meta)
     return field(default=default, metadata=meta)
 
 
@@ -35,6 +37,12 @@ class RemoteSettings:
                                          "retried twice with backoff", lo=10, hi=60000)
     read_timeout_ms: int = _opt(5000, "longest silence of the engine before the request fails", lo=10, hi=600000)
 
+
+# Off by default where a suggestion is prose or a commit message, not code.
+LANGUAGES = {"*": True, "plaintext": False, "markdown": False, "git-commit": False, "scminput": False}
+# Secrets: environment files, keys, certificates, credentials.
+EXCLUDE = (".env", ".env.*", "*.pem", "*.key", "*.p12", "*.pfx", "*.jks", "*.keystore", "id_rsa*", "id_dsa*",
+           "id_ecdsa*", "id_ed25519*", "*secret*", "*credential*", ".netrc", ".npmrc", ".pypirc", ".htpasswd")
 
 # model.weights: how the model file is loaded (speculative/convert.py); `--weights` of the benches too.
 WEIGHTS = ("auto", "q4_0", "shipped")
@@ -81,6 +89,10 @@ class CompletionSettings:
                           choices=("auto", "always", "never"))
     candidates: int = _opt(3, "distinct suggestions for an explicit request (Invoked): branches from "
                               "the first token's top alternatives, decoded side by side", lo=1, hi=8)
+    languages: dict[str, bool] = _opt(dict(LANGUAGES), "suggestions on or off per language id, over these "
+                                                       "defaults; \"*\" is every language not named")
+    trigger: str = _opt("automatic", "automatic: suggestions as you type; manual: only when asked (the editor's "
+                                     "trigger key)", choices=("automatic", "manual"))
 
 
 @dataclass(kw_only=True)
@@ -89,6 +101,9 @@ class ContextSettings:
                                   "and text for prompt lookup")
     workspace: bool = _opt(True, "files of the workspace folders (.gitignore respected; binary, huge and "
                                  "out-of-workspace files never read), kept current with watchfiles: context as above")
+    exclude: list[str] = _opt(list(EXCLUDE), "files whose text never enters a prompt, .gitignore-style patterns "
+                                             "(the list replaces these defaults; !pattern takes a file back): no "
+                                             "suggestions in them, and never context for others, local or remote")
 
 
 @dataclass(kw_only=True)
@@ -124,6 +139,10 @@ def _valid(f: dataclasses.Field, value: Any, current: Any) -> bool:
         value = float(value)  # JSON and Lua send 1 for 1.0
     if type(value) is not type(current):  # bool is not int, int is not str
         return False
+    if isinstance(value, list):
+        return all(isinstance(v, str) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and type(v) is bool for k, v in value.items())
     meta = f.metadata
     if meta.get("choices") and value not in meta["choices"]:
         return False
@@ -202,9 +221,13 @@ def schema() -> dict[str, dict]:
             if dataclasses.is_dataclass(value):
                 walk(value, name)
                 continue
-            entry = {"type": {bool: "boolean", int: "integer", float: "number", str: "string"}[type(value)],
-                     "default": value,
-                     "description": f.metadata.get("doc", "")}
+            kinds = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object"}
+            entry: dict[str, Any] = {"type": kinds[type(value)], "default": value,
+                                     "description": f.metadata.get("doc", "")}
+            if isinstance(value, list):
+                entry["items"] = {"type": "string"}
+            if isinstance(value, dict):
+                entry["additionalProperties"] = {"type": "boolean"}
             if f.metadata.get("choices"):
                 entry["enum"] = list(f.metadata["choices"])
             if f.metadata.get("min") is not None:

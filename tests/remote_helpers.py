@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -135,3 +136,49 @@ class Failing:
         if self.server:
             self.server.shutdown()
             self.server.server_close()
+
+
+class Recorder:
+    """A loopback proxy in front of an engine: keeps the body of every request it forwards
+    (what the engine received) and streams the engine's answer back as it comes."""
+
+    def __init__(self, target: str, port: int = 0) -> None:
+        self.bodies: list[str] = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _forward(self, body: bytes | None) -> None:
+                req = urllib.request.Request(target + self.path, body, method=self.command,
+                                             headers={"Content-Type": "application/json"})
+                try:
+                    resp = urllib.request.urlopen(req, timeout=60)
+                except urllib.error.HTTPError as exc:
+                    resp = exc
+                self.send_response(resp.status)
+                for key, value in resp.headers.items():
+                    if key.lower() not in ("connection", "content-length", "transfer-encoding"):
+                        self.send_header(key, value)
+                self.send_header("Connection", "close")  # the body ends when the connection does
+                self.end_headers()
+                while chunk := resp.read1(65536):
+                    self.wfile.write(chunk)
+                    self.wfile.flush()
+
+            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                outer.bodies.append(body.decode("utf-8", "replace"))
+                self._forward(body)
+
+            def do_GET(self) -> None:  # noqa: N802
+                self._forward(None)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -48,16 +48,19 @@ def test_schema_lists_every_setting_with_type_default_and_description():
     assert sch["specfill.context.openFiles"]["type"] == "boolean"
     assert sch["specfill.model.remote.kind"]["enum"] == ["llama-server", "openai"]
     assert sch["specfill.completion.minConfidence"]["type"] == "number"
-    assert len(sch) == 30 and all(v["description"] for v in sch.values())
+    assert len(sch) == 33 and all(v["description"] for v in sch.values())
+    assert sch["specfill.context.exclude"]["items"] == {"type": "string"}
+    assert sch["specfill.completion.languages"]["additionalProperties"] == {"type": "boolean"}
 
 
 def test_readme_documents_every_setting_with_its_default():
     from pathlib import Path
 
+    from bench.schema_export import readme_default
+
     readme = (Path(__file__).parents[1] / "README.md").read_text()
     for name, entry in schema().items():
-        d = entry["default"]
-        default = f'"{d}"' if isinstance(d, str) else str(d).lower()
+        default = readme_default(entry["default"])
         assert f"| `{name.removeprefix('specfill.')}` | `{default}` |" in readme, name
 
 

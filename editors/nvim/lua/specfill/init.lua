@@ -49,7 +49,22 @@ local function is_group(key)
   return false
 end
 
-local lua_type = { string = 'string', integer = 'number', number = 'number', boolean = 'boolean' }
+local lua_type = { string = 'string', integer = 'number', number = 'number', boolean = 'boolean',
+  array = 'table', object = 'table' }
+
+-- A list of strings, or a map of names to booleans, as the schema says.
+local function elements_ok(entry, value)
+  if entry.type == 'array' then
+    return vim.islist(value) and vim.iter(value):all(function(v) return type(v) == 'string' end)
+  elseif entry.type == 'object' then
+    for k, v in pairs(value) do
+      if type(k) ~= 'string' or type(v) ~= 'boolean' then
+        return false
+      end
+    end
+  end
+  return true
+end
 
 --- Checks user settings against the schema; returns the valid ones and a list of problems.
 function M.validate(settings, prefix, problems)
@@ -61,11 +76,12 @@ function M.validate(settings, prefix, problems)
     if entry then
       local ok = type(value) == lua_type[entry.type]
         and (entry.type ~= 'integer' or math.floor(value) == value)
+        and (type(value) ~= 'table' or elements_ok(entry, value))
         and (not entry.enum or vim.tbl_contains(entry.enum, value))
         and (not entry.minimum or value >= entry.minimum)
         and (not entry.maximum or value <= entry.maximum)
       if ok then
-        out[key] = value
+        out[key] = (entry.type == 'object' and next(value) == nil) and vim.empty_dict() or value
       else
         table.insert(problems, ('%s: invalid value %s (default %s)'):format(name, vim.inspect(value),
           vim.inspect(entry.default)))

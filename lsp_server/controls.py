@@ -1,0 +1,38 @@
+"""Where suggestions may be asked for and what text may enter a prompt: per language, the
+trigger mode, and files kept out (context.exclude). Pure functions of the settings."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+import pathspec
+
+from lsp_server.settings import LANGUAGES, Settings
+
+
+@functools.lru_cache(maxsize=8)
+def _spec(patterns: tuple[str, ...]) -> pathspec.GitIgnoreSpec:
+    return pathspec.GitIgnoreSpec.from_lines(patterns)
+
+
+def excluded(path: str, patterns: Sequence[str]) -> bool:
+    """A file whose text never enters a prompt: a pattern matches its name or a folder on its
+    path, as in .gitignore."""
+    if not path or not patterns:
+        return False
+    return _spec(tuple(patterns)).match_file(path.replace("\\", "/").lstrip("/"))
+
+
+def language_on(settings: Settings, language: str) -> bool:
+    """The user's map over the defaults: naming one language leaves the others as they were."""
+    languages = {**LANGUAGES, **settings.completion.languages}
+    return languages.get(language, languages["*"])
+
+
+def suggestions_allowed(settings: Settings, path: str, language: str, invoked: bool) -> bool:
+    """Whether to ask the model at all here: suggestions on, for this language, asked for
+    (manual mode answers only the trigger key), and not in a file kept out of prompts."""
+    c = settings.completion
+    return c.enable and (invoked or c.trigger == "automatic") and language_on(settings, language) \
+        and not excluded(path, settings.context.exclude)
