@@ -169,3 +169,56 @@ def test_landing_in_a_buffer_tells_the_server_and_the_log_shows(nvim):
     nvim.command("SpecfillLog")
     log = "\n".join(nvim.current.buffer[:])
     assert "[INFO] model loaded in" in log and "settings from initialize" in log
+
+
+def test_manual_mode_shows_ghost_text_only_after_the_trigger_key(tmp_path):
+    path = tmp_path / "shapes.py"
+    path.write_text(SOURCE)
+    nvim = start_nvim("{ completion = { trigger = 'manual', minConfidence = 0, budgetMs = 30000 } }")
+    try:
+        nvim.command(f"edit {path}")
+        nvim.command("setlocal noautoindent nosmartindent indentexpr=")
+        wait_ready(nvim)
+        nvim.input("Go    return ")
+        wait_for(nvim, "vim.api.nvim_get_current_line() == '    return '")
+        time.sleep(1.5)  # several debounce periods: nothing is asked while typing
+        assert nvim.exec_lua("return require('specfill').ghost.current()") is None
+        assert server_stats(nvim)["requests"] == 0
+        nvim.input("<M-\\>")
+        assert ghost(nvim).strip()
+    finally:
+        nvim.exec_lua("vim.lsp.stop_client(vim.lsp.get_clients({ name = 'specfill' }), true)")
+        nvim.close()
+
+
+def test_markdown_gets_no_ghost_text_until_toggled_on_for_its_filetype(tmp_path):
+    path = tmp_path / "notes.md"
+    path.write_text("# Shapes\n\nThe area of a circle is pi times the radius squared.\n")
+    nvim = start_nvim("{ completion = { minConfidence = 0, budgetMs = 30000 } }")
+    try:
+        nvim.command(f"edit {path}")
+        wait_ready(nvim)
+        assert nvim.exec_lua("return require('specfill').status()") == "specfill off (markdown)"
+        nvim.input("GoThe area of a square is ")
+        wait_for(nvim, "vim.api.nvim_get_current_line() == 'The area of a square is '")
+        time.sleep(1.5)  # several debounce periods
+        assert nvim.exec_lua("return require('specfill').ghost.current()") is None
+        nvim.command("SpecfillToggle")
+        nvim.input("t")
+        assert ghost(nvim).strip()
+    finally:
+        nvim.exec_lua("vim.lsp.stop_client(vim.lsp.get_clients({ name = 'specfill' }), true)")
+        nvim.close()
+
+
+def test_snooze_pauses_suggestions_and_toggle_ends_it(nvim):
+    nvim.command("SpecfillSnooze 1")
+    assert nvim.exec_lua("return require('specfill').status()") == "specfill snoozed 1m"
+    nvim.input("Go    return ")
+    wait_for(nvim, "vim.api.nvim_get_current_line() == '    return '")
+    time.sleep(1.5)
+    assert nvim.exec_lua("return require('specfill').ghost.current()") is None
+    nvim.command("SpecfillToggle")
+    assert nvim.exec_lua("return require('specfill').status()") == "specfill"
+    nvim.input("<M-\\>")  # ask again where the snoozed keystrokes got nothing
+    assert ghost(nvim).strip()

@@ -1,8 +1,11 @@
 -- Commands only; require('specfill').setup{} starts the server.
 vim.api.nvim_create_user_command('SpecfillStats', function() require('specfill').stats() end,
   { desc = 'specfill: show the server statistics' })
-vim.api.nvim_create_user_command('SpecfillToggle', function() require('specfill').toggle() end,
-  { desc = 'specfill: turn suggestions off or on' })
+vim.api.nvim_create_user_command('SpecfillToggle', function(args) require('specfill').toggle(args.bang) end,
+  { bang = true, desc = "specfill: suggestions off or on for this buffer's filetype (! everywhere); ends a snooze" })
+vim.api.nvim_create_user_command('SpecfillSnooze', function(args)
+  require('specfill').snooze(tonumber(args.args))
+end, { nargs = '?', desc = 'specfill: pause suggestions for N minutes (default 5)' })
 vim.api.nvim_create_user_command('SpecfillRestart', function() require('specfill').restart() end,
   { desc = 'specfill: restart the language server' })
 vim.api.nvim_create_user_command('SpecfillLog', function() require('specfill').show_log() end,

@@ -9,6 +9,8 @@ local INVOKED, AUTOMATIC = 1, 2
 -- and the text still to show there.
 local buffers = {}
 M.enabled = true
+M.manual = false -- completion.trigger manual: only the trigger key asks
+M.wanted = function(_) return true end -- suggestions are on for this buffer's filetype
 M.debounce_ms = 30
 M.hl_group = 'Comment'
 
@@ -96,6 +98,9 @@ function M.request(bufnr, trigger)
   if not (s and M.enabled) or vim.api.nvim_get_mode().mode:sub(1, 1) ~= 'i' then
     return
   end
+  if (M.manual and trigger ~= INVOKED) or not M.wanted(bufnr) then
+    return
+  end
   if s.request_id then
     s.client:cancel_request(s.request_id)
     s.request_id = nil
@@ -156,6 +161,12 @@ local function on_change(bufnr)
       M.request(bufnr, AUTOMATIC)
     end
   end))
+end
+
+--- Asks for suggestions here now (an Invoked request: the server sends its candidates).
+function M.trigger(bufnr)
+  M.request(bufnr or vim.api.nvim_get_current_buf(), INVOKED)
+  return true
 end
 
 function M.visible(bufnr)

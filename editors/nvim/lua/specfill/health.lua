@@ -52,6 +52,7 @@ function M.check()
       local r = stats.result
       local report = r.state == 'ready' and health.ok or (r.state == 'loading' and health.info or health.error)
       report(('server running (client %s): %s %s'):format(client.id, r.state, r.model or ''))
+      health.info('suggestions here: ' .. specfill.status())
     else
       health.warn('server running but not answering specfill/stats')
     end

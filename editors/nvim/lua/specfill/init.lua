@@ -29,6 +29,8 @@ M.defaults = {
     next = '<M-]>',
     prev = '<M-[>',
     dismiss = '<C-]>',
+    -- Ask for a suggestion now; with completion.trigger manual, the only way to get one.
+    trigger = '<M-\\>',
   },
   -- Use Neovim's own vim.lsp.inline_completion where it exists (0.12+).
   builtin = vim.lsp.inline_completion ~= nil,
@@ -159,6 +161,26 @@ local function set_keymaps(keys)
   map(keys.next, function() return ghost.cycle(nil, 1) end)
   map(keys.prev, function() return ghost.cycle(nil, -1) end)
   map(keys.dismiss, ghost.dismiss)
+  map(keys.trigger, function() return ghost.trigger() end)
+end
+
+-- Settings merged as the schema says: groups and maps by key, lists replaced whole.
+local function merge(into, from, prefix)
+  for key, value in pairs(from) do
+    local name = prefix and (prefix .. '.' .. key) or key
+    local entry = schema[name]
+    if type(value) == 'table' and not (entry and entry.type == 'array') and type(into[key]) == 'table' then
+      merge(into[key], value, name)
+    else
+      into[key] = value
+    end
+  end
+  return into
+end
+
+local function follow(settings)
+  ghost.manual = vim.tbl_get(settings, 'completion', 'trigger') == 'manual'
+  ghost.wanted = function(bufnr) return M.language_on(vim.bo[bufnr].filetype) end
 end
 
 function M.setup(opts)
@@ -179,6 +201,7 @@ function M.setup(opts)
     vim.notify('specfill: ' .. p, vim.log.levels.WARN)
   end
   ghost.debounce_ms, ghost.hl_group = M.config.debounce_ms, M.config.hl_group
+  follow(M.settings)
 
   local cmd = M.command()
   if vim.fn.executable(cmd[1]) ~= 1 then
@@ -237,7 +260,8 @@ function M.configure(settings)
   for _, p in ipairs(problems) do
     vim.notify('specfill: ' .. p, vim.log.levels.WARN)
   end
-  M.settings = vim.tbl_deep_extend('force', M.settings, valid)
+  M.settings = merge(vim.deepcopy(M.settings), valid)
+  follow(M.settings)
   local client = M.client()
   if client then
     client.settings = { specfill = M.settings }
@@ -245,18 +269,83 @@ function M.configure(settings)
   end
 end
 
---- Turns suggestions off or on (completion.enable, shared with the server).
-function M.toggle()
-  local on = vim.tbl_get(M.settings, 'completion', 'enable')
+--- Whether suggestions are on for a filetype (completion.languages over its defaults).
+function M.language_on(filetype)
+  local languages = vim.tbl_extend('force', schema['completion.languages'].default,
+    vim.tbl_get(M.settings, 'completion', 'languages') or {})
+  local on = languages[filetype]
   if on == nil then
-    on = schema['completion.enable'].default
+    on = languages['*']
   end
-  ghost.enabled = not on
-  if not ghost.enabled then
-    ghost.clear(vim.api.nvim_get_current_buf())
+  return on
+end
+
+local snooze_timer
+local function end_snooze()
+  if snooze_timer then
+    snooze_timer:stop()
+    snooze_timer:close()
+    snooze_timer = nil
   end
-  M.configure({ completion = { enable = ghost.enabled } })
-  vim.notify('specfill: suggestions ' .. (ghost.enabled and 'on' or 'off'))
+  M.snoozed_until = nil
+end
+
+--- Turns suggestions off or on: for the current buffer's filetype (completion.languages),
+--- or with `everywhere` for every file (completion.enable). Ends a snooze.
+function M.toggle(everywhere)
+  local bufnr = vim.api.nvim_get_current_buf()
+  if M.snoozed_until then
+    end_snooze()
+    ghost.enabled = true
+    vim.notify('specfill: snooze ended, suggestions on')
+    return
+  end
+  if everywhere then
+    local on = vim.tbl_get(M.settings, 'completion', 'enable')
+    if on == nil then
+      on = schema['completion.enable'].default
+    end
+    ghost.enabled = not on
+    ghost.clear(bufnr)
+    M.configure({ completion = { enable = ghost.enabled } })
+    vim.notify('specfill: suggestions ' .. (ghost.enabled and 'on' or 'off'))
+    return
+  end
+  local ft = vim.bo[bufnr].filetype
+  local on = not M.language_on(ft)
+  ghost.clear(bufnr)
+  M.configure({ completion = { languages = { [ft] = on } } })
+  vim.notify(('specfill: suggestions %s for %s'):format(on and 'on' or 'off', ft))
+end
+
+--- Pauses suggestions for `minutes` (default 5); :SpecfillToggle ends it early.
+function M.snooze(minutes)
+  minutes = minutes or 5
+  end_snooze()
+  ghost.enabled = false
+  ghost.clear(vim.api.nvim_get_current_buf())
+  M.snoozed_until = os.time() + minutes * 60
+  snooze_timer = vim.uv.new_timer()
+  snooze_timer:start(minutes * 60000, 0, vim.schedule_wrap(function()
+    end_snooze()
+    ghost.enabled = true
+  end))
+  vim.notify(('specfill: snoozed for %d minutes'):format(minutes))
+end
+
+--- For a statusline: "specfill snoozed 4m", "specfill off (markdown)", "specfill".
+function M.status()
+  if M.snoozed_until then
+    return ('specfill snoozed %dm'):format(math.ceil((M.snoozed_until - os.time()) / 60))
+  end
+  if vim.tbl_get(M.settings, 'completion', 'enable') == false then
+    return 'specfill off'
+  end
+  local ft = vim.bo.filetype
+  if not M.language_on(ft) then
+    return ('specfill off (%s)'):format(ft)
+  end
+  return 'specfill'
 end
 
 --- Calls `callback(stats)` with the server's specfill/stats, or prints them.
