@@ -3,27 +3,16 @@ are, and llama.cpp's extra buffer types taken out by name."""
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-from lsp_server.settings import Settings
+from test_cold_start import settings
+
 from lsp_server.worker import ModelWorker
 from speculative.convert import converted_path, weights_path
 from speculative.engine import Engine
-
-SOURCE = Path(argparse.__file__).read_text()
-
-
-def settings(budget_ms: int) -> Settings:
-    s = Settings()
-    s.completion.prompt_budget_ms = budget_ms
-    s.completion.min_confidence = 0.0
-    s.completion.after_accept = False
-    return s
 
 
 def test_the_converted_model_is_made_once_and_a_damaged_one_is_rebuilt(model_path, caplog):
