@@ -85,6 +85,13 @@ class CostModel:
     not_saved: str | None = None  # why the profiled table could not be cached (full or read-only disk)
     measured: bool = False  # profiled by this load, not read from the cache
 
+    def __post_init__(self) -> None:
+        # More rows never cost less: a profile measured under load can say so, and a verify
+        # priced below a plain step would make drafting look free.
+        top = 0.0
+        for n in sorted(self.verify_ms):
+            top = self.verify_ms[n] = max(self.verify_ms[n], top)
+
     def observe(self, n: int, ms: float, depth: int | None = None) -> None:
         """Learn from a real step, `depth` tokens into the context, how far costs have drifted
         from the profile. One-row and batched steps drift apart (depth and the machine's load
@@ -103,7 +110,9 @@ class CostModel:
         follow one-row drift until they have been seen."""
         kind, band = _key(n, depth)
         key = next((k for k in ((kind, band), ("one", band)) if self.seen.get(k, 0) >= 3), None)
-        return self._profiled(n) * (self.scale[key] if key else 1.0)
+        ms = self._profiled(n) * (self.scale[key] if key else 1.0)
+        # Drift learned apart (one-row steps slowed by load) must not price a batch below a step.
+        return max(ms, self.cost(1, depth)) if n > 1 else ms
 
     def _profiled(self, n: int) -> float:
         if n in self.verify_ms:  # every size to 17 is profiled: no search on the hot path

@@ -150,3 +150,20 @@ def test_real_reads_move_the_read_rate_and_one_stall_does_not_run_away():
     assert rate.ms(0, 100) == pytest.approx(200.0)
     rate.observe(32, 0, 64_000.0)  # a stall of the whole machine
     assert rate.scale <= 0.8 * 2.0 + 0.2 * 3 * 2.0
+
+
+def test_more_rows_never_cost_less_than_fewer():
+    noisy = {**MEASURED, 1: 18.0}  # a one-row step profiled during a stall
+    cm = CostModel(noisy)
+    assert cm.cost(1) == cm.cost(2) == 18.0 and cm.cost(3) == 21.2
+    assert all(cm.cost(n + 1) >= cm.cost(n) for n in range(1, 32))
+
+
+def test_a_slowed_one_row_step_never_prices_a_batch_below_it():
+    cm = CostModel(MEASURED)
+    for _ in range(3):
+        cm.observe(1, 3 * 12.1)  # one-row steps slowed by load
+        cm.observe(2, 16.9)  # two-row ones not
+    assert cm.cost(1) > 1.5 * 12.1 and cm.cost(2) >= cm.cost(1)
+    # A self-draft (a token costs a step) never wins against the steps it would replace.
+    assert cm.choose([1.0] * 16, draft_ms_per_token=cm.cost(1)) == 0
