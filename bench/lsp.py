@@ -12,6 +12,9 @@ landing keystroke to the first non-empty suggestion that arrived while typing on
 `--accept`, the typist presses Tab whenever the shown suggestion continues the text, taking
 what it shares with the text; `saved` is the share of characters that came from Tab.
 Variants (`--variant name=JSON`) run the same cases on a fresh server each, in one run.
+`--sessions N` types with N editors at once, each its share of the cases, through one shared
+server (`specfill attach`) or, with `--separate`, a server each; figures per session and the
+total resident memory of the server processes.
 `--workspace DIR` opens the server on that folder, as an editor does, and starts typing once it
 is indexed (the cases' own files should not be in it: the index would hand the server the text
 being typed).
@@ -23,15 +26,16 @@ import asyncio
 import json
 import os
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from lsprotocol import types
 
-from bench.lsp_client import server_stats, start_server, stop_server
+from bench.lsp_client import kill_shared, server_stats, shared_status, start_server, stop_server
 from bench.machine import cpu_flags
-from bench.memory import peak_rss_mb
+from bench.memory import peak_rss_mb, rss_mb
 from bench.workload import load_workload
 from lsp_server.positions import utf16_position
 from lsp_server.stats import pct
@@ -159,18 +163,65 @@ async def _case(client, n: int, case: dict, key_ms: float, tally: Tally, warm: b
         text_document=types.TextDocumentIdentifier(uri=uri)))
 
 
+async def _type_cases(client, cases: list[tuple[int, dict]], key_ms: float, warm: bool, focus: bool,
+                      accept: bool, progress: list[int], total: int) -> Tally:
+    tally = Tally()
+    for n, case in cases:
+        await _case(client, n, case, key_ms, tally, warm, focus, accept)
+        progress[0] += 1
+        sys.stderr.write(f"\r{progress[0]}/{total} cases")
+    return tally
+
+
 async def _run(cases: list[dict], key_ms: float, settings: dict, warm: bool, focus: bool, accept: bool,
                workspace: str | None = None) -> dict:
     client = await start_server("specfill-bench-lsp", settings, workspace=workspace)
-    tally = Tally()
     t0 = time.perf_counter()
-    for n, case in enumerate(cases):
-        await _case(client, n, case, key_ms, tally, warm, focus, accept)
-        sys.stderr.write(f"\r{n + 1}/{len(cases)} cases")
+    tally = await _type_cases(client, list(enumerate(cases)), key_ms, warm, focus, accept, [0], len(cases))
     stats = await server_stats(client)
     peak_rss = peak_rss_mb(client._server.pid)
     await stop_server(client)
     sys.stderr.write("\n")
+    return _report(tally, stats, cases, key_ms, settings, warm, focus, accept, workspace, t0) | {
+        "server_peak_rss_mb": peak_rss}
+
+
+async def _run_sessions(cases: list[dict], sessions: int, separate: bool, key_ms: float, settings: dict,
+                        warm: bool, focus: bool, accept: bool) -> dict:
+    """`sessions` editors typing at once, each its share of the cases: through one shared
+    server (`specfill attach`, in a runtime folder of its own), or with `separate` a server each."""
+    with tempfile.TemporaryDirectory(prefix="specfill-bench-sessions-") as runtime:
+        env = {**os.environ, "XDG_RUNTIME_DIR": runtime}
+        command = ("serve",) if separate else ("attach",)
+        clients = [await start_server(f"specfill-bench-lsp-{i}", settings, command=command, env=env)
+                   for i in range(sessions)]
+        try:
+            t0 = time.perf_counter()
+            progress = [0]
+            tallies = await asyncio.gather(*(
+                _type_cases(c, list(enumerate(cases))[i::sessions], key_ms, warm, focus, accept, progress, len(cases))
+                for i, c in enumerate(clients)))
+            sys.stderr.write("\n")
+            stats = [await server_stats(c) for c in clients]
+            if separate:
+                pids = [c._server.pid for c in clients]
+            else:
+                pids = [(await shared_status(clients[0]))["pid"], *(c._server.pid for c in clients)]
+            rss = sum(rss_mb(pid) for pid in set(pids))
+            reports = {f"session {i + 1}": _report(t, st, cases[i::sessions], key_ms, settings, warm, focus,
+                                                   accept, None, t0)
+                       for i, (t, st) in enumerate(zip(tallies, stats, strict=True))}
+        finally:
+            for c in clients:
+                await stop_server(c)
+            if not separate:
+                await asyncio.sleep(0.5)  # the attach processes end; the server ends after its idle time
+                kill_shared(runtime)
+    return {"sessions": sessions, "separate": separate, "rss_total_mb": rss, "reports": reports}
+
+
+def _report(tally: Tally, stats: dict, cases: list[dict], key_ms: float, settings: dict, warm: bool, focus: bool,
+            accept: bool, workspace: str | None, t0: float) -> dict:
     k = tally.keystrokes or 1
     remote = stats.get("remote") or {}
     return {
@@ -197,7 +248,6 @@ async def _run(cases: list[dict], key_ms: float, settings: dict, warm: bool, foc
         "precision": tally.useful / tally.shown if tally.shown else 0.0,
         "saved": tally.saved_chars / tally.chars if tally.chars else 0.0, "accepts": tally.accepts,
         "errors": tally.errors + stats["errors"],
-        "server_peak_rss_mb": peak_rss,
         "connections_per_100_keystrokes": 100 * remote.get("connections", 0) / k if remote else None,
         "server": {key: stats.get(key) for key in (
             "requests", "cache_hits", "superseded", "short", "healed", "hidden", "cut", "words", "acceptance_rate",
@@ -213,30 +263,42 @@ def _print(name: str, r: dict) -> None:
           f"{r['shown']:>7.2f}{r['useful']:>7.2f}{r['precision']:>7.2f}{r['saved']:>7.2f}{r['errors']:>5d}")
 
 
+def _together(sessions: int, separate: bool) -> str:
+    if sessions == 1:
+        return ""
+    return f", {sessions} sessions at once on " + ("a server each" if separate else "one shared server")
+
+
 def main(workload: str, key_ms: float, json_out: str | None, settings: dict | None = None,
          variants: list[tuple[str, dict]] = (), warm: bool = False, focus: bool = False, accept: bool = False,
-         workspace: str | None = None) -> int:
+         workspace: str | None = None, sessions: int = 1, separate: bool = False) -> int:
     cases = load_workload(workload)
     runs = [("default", settings or {}), *variants]
     reports = {}
     print(f"{len(cases)} cases from {workload} at {key_ms:.0f} ms a key, {'warm' if warm else 'cold'} landing"
           f"{', didFocus at open' if focus else ''}{', typist accepts' if accept else ''}"
-          f"{f', workspace {workspace}' if workspace else ''}; "
+          f"{f', workspace {workspace}' if workspace else ''}"
+          f"{_together(sessions, separate)}; "
           f"{os.cpu_count()} cores, CPU flags: {cpu_flags()}")
-    for name, s in runs:
-        reports[name] = asyncio.run(_run(cases, key_ms, s, warm, focus, accept, workspace))
+    if sessions > 1:
+        together = asyncio.run(_run_sessions(cases, sessions, separate, key_ms, settings or {}, warm, focus, accept))
+        reports = together["reports"]
+    else:
+        for name, s in runs:
+            reports[name] = asyncio.run(_run(cases, key_ms, s, warm, focus, accept, workspace))
     first = next(iter(reports.values()))
+    rss = (f"server RSS in all {together['rss_total_mb']:.0f} MiB" if sessions > 1 else
+           "server peak RSS " + ", ".join(f"{r['server_peak_rss_mb']:.0f}" for r in reports.values()) + " MiB")
     print(f"model {first['server']['model_file'] or first['server']['model']}, build {first['server']['build']}, "
           f"extra buffers {'+'.join(first['server']['extra_buffers'] or []) or 'none'}, "
           f"prompt {first['server']['prompt_tok_s']:.0f} tok/s, "
-          + (f"{first['workspace_files']} workspace files indexed, " if workspace else "")
-          + "server peak RSS "
-          + ", ".join(f"{r['server_peak_rss_mb']:.0f}" for r in reports.values()) + " MiB")
+          + (f"{first['workspace_files']} workspace files indexed, " if workspace else "") + rss)
     print(f"{'':<16}{'1st answer':>10}{'first suggestion ms':>26}{'warm ms':>14}{'all requests ms':>21}")
     print(f"{'variant':<16}{'p95':>10}{'p50':>7}{'p95':>7}{'max':>7}{'none':>5}{'p50':>7}{'p95':>7}{'p50':>7}{'p95':>7}"
           f"{'p99':>7}{'shown':>7}{'useful':>7}{'prec.':>7}{'saved':>7}{'err':>5}")
     for name, r in reports.items():
         _print(name, r)
     if json_out:
-        Path(json_out).write_text(json.dumps(reports if variants else reports["default"], indent=2))
+        out = together if sessions > 1 else reports if variants else reports["default"]
+        Path(json_out).write_text(json.dumps(out, indent=2))
     return 0

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import re
+import signal
 import sys
 from pathlib import Path
 
@@ -27,17 +31,18 @@ def _plain(value):
 
 
 async def start_server(name: str, settings: dict | None = None, capabilities: types.ClientCapabilities | None = None,
-                       wait_ready: bool = True, workspace: str | None = None) -> LanguageClient:
-    """A client of a fresh `specfill serve`, initialized with `settings` (and `workspace` as
-    its one workspace folder); with `wait_ready`, returned once the model is loaded and the
-    workspace indexed."""
+                       wait_ready: bool = True, workspace: str | None = None, command: tuple[str, ...] = ("serve",),
+                       env: dict | None = None) -> LanguageClient:
+    """A client of a fresh `specfill serve` (or of `command`: `attach` for a session of the
+    shared server), initialized with `settings` (and `workspace` as its one workspace folder);
+    with `wait_ready`, returned once the model is loaded and the workspace indexed."""
     client = LanguageClient(name, "0.1")
 
     @client.feature(types.WINDOW_LOG_MESSAGE)
     def _log(params: types.LogMessageParams) -> None:
         """The server's log is for editors; the tools print their own figures."""
 
-    await client.start_io(sys.executable, "-m", "lsp_server", "serve")
+    await client.start_io(sys.executable, "-m", "lsp_server", *command, env=env)
     folder = Path(workspace).resolve().as_uri() if workspace else None
     await client.initialize_async(types.InitializeParams(
         capabilities=capabilities or types.ClientCapabilities(), root_uri=folder,
@@ -59,3 +64,16 @@ async def stop_server(client: LanguageClient) -> None:
     await client.shutdown_async(None)
     client.exit(None)
     await client.stop()
+
+
+async def shared_status(client: LanguageClient) -> dict:
+    """specfill/sharedStatus: the server's pid, sessions and models."""
+    return _plain(await client.protocol.send_request_async("specfill/sharedStatus", {}))
+
+
+def kill_shared(runtime: str) -> None:
+    """The shared servers started under a runtime folder (a bench's own)."""
+    for log in Path(runtime).glob("specfill/*.log"):
+        for pid in re.findall(r"listening on \S+ \(pid (\d+)", log.read_text()):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGTERM)

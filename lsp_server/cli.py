@@ -23,7 +23,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"specfill: WARNING: listening on {args.host}:{args.port} without authentication; "
               "every client that reaches it can read the workspace through completions.", file=sys.stderr)
     from lsp_server.logs import add_file
-    from lsp_server.server import server
+    from lsp_server.server import create_server
+
+    server = create_server()
 
     if args.log_file:
         try:
@@ -40,6 +42,24 @@ def cmd_serve(args: argparse.Namespace) -> int:
     finally:
         server.worker.stop()  # the editor went away: end a cost profile now, not at its end
     return 0
+
+
+def cmd_attach(args: argparse.Namespace) -> int:
+    from lsp_server import attach
+
+    return attach.main(args.socket, args.idle_exit)
+
+
+def cmd_daemon(args: argparse.Namespace) -> int:
+    from lsp_server import daemon
+
+    return daemon.main(args.socket, args.idle_exit)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from lsp_server.shared_status import main as status
+
+    return status(args.socket, args.json)
 
 
 def cmd_complete(args: argparse.Namespace) -> int:
@@ -126,11 +146,24 @@ def cmd_bench_lsp(args: argparse.Namespace) -> int:
             variants.append((name, json.loads(raw)))
         if args.workspace and not Path(args.workspace).is_dir():
             raise ValueError(f"--workspace {args.workspace}: not a folder")
+        if args.sessions < 1 or (args.sessions > 1 and (variants or args.workspace)):
+            raise ValueError("--sessions takes a number from 1, and goes without --variant and --workspace")
         return bench_lsp(args.workload, args.key_ms, args.json, settings, variants, args.warm, args.focus, args.accept,
-                         args.workspace)
+                         args.workspace, args.sessions, args.separate)
     except (ValueError, OSError) as exc:
         print(f"specfill: {exc}", file=sys.stderr)
         return 2
+
+
+def cmd_bench_memory(args: argparse.Namespace) -> int:
+    from bench.shared_memory import main as bench_memory
+
+    try:
+        counts = [int(n) for n in args.windows.split(",")]
+    except ValueError:
+        print(f"specfill: --windows {args.windows!r}: expected numbers, e.g. 1,2,4", file=sys.stderr)
+        return 2
+    return bench_memory(counts)
 
 
 def cmd_bench_engine(args: argparse.Namespace) -> int:
@@ -235,6 +268,7 @@ def _add_runtime_commands(sub) -> None:
                    help="also append the server's log (at the logLevel setting) to this file "
                         "(default: $SPECFILL_LOG_FILE, for servers an editor starts)")
     p.set_defaults(func=cmd_serve)
+    _add_shared_commands(sub)
     p = sub.add_parser("complete", help="print one completion and its timings")
     p.add_argument("file")
     p.add_argument("--line", type=int, required=True, help="1-based line")
@@ -258,6 +292,22 @@ def _add_runtime_commands(sub) -> None:
     p.add_argument("--write", action="store_true", help="regenerate the copies in a source checkout (--root)")
     p.add_argument("--root", default=".", help="the specfill source checkout (default: the current folder)")
     p.set_defaults(func=cmd_schema)
+
+
+def _add_shared_commands(sub) -> None:
+    """The shared server: one per user and build, reached by every editor window."""
+    for name, func, text in (
+            ("attach", cmd_attach, "join stdio to the shared server, starting it when none answers (what editors run)"),
+            ("daemon", cmd_daemon, "run the shared server on its socket (attach starts it)")):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("--socket", help="the socket (default: $XDG_RUNTIME_DIR/specfill/specfill-VERSION-BUILD.sock)")
+        p.add_argument("--idle-exit", type=float, default=300.0, metavar="SECONDS",
+                       help="the shared server exits this long after its last session (default 300)")
+        p.set_defaults(func=func)
+    p = sub.add_parser("status", help="the shared server of this install: its build, sessions, models and memory")
+    p.add_argument("--socket", help="the socket (default: this install's)")
+    p.add_argument("--json", action="store_true", help="one JSON object")
+    p.set_defaults(func=cmd_status)
 
 
 def _add_bench_commands(sub) -> None:
@@ -310,7 +360,14 @@ def _add_server_bench_commands(sub) -> None:
                    help="open the server on this folder, as an editor does (indexed before typing starts)")
     p.add_argument("--accept", action="store_true",
                    help="a typist who presses Tab whenever the suggestion continues the text (reports saved)")
+    p.add_argument("--sessions", type=int, default=1,
+                   help="editors typing at once, each its share of the cases, on one shared server")
+    p.add_argument("--separate", action="store_true", help="with --sessions: a server per session (the old way)")
     p.set_defaults(func=cmd_bench_lsp)
+    p = sub.add_parser("bench-memory", help="memory of the specfill processes behind 1, 2, 4 real Neovim windows: "
+                                            "one shared server against a server each")
+    p.add_argument("--windows", default="1,2,4", help="window counts (default 1,2,4)")
+    p.set_defaults(func=cmd_bench_memory)
     p = sub.add_parser("bench-engine", help="prompt, decode and verify speed, memory, batch invariance and accuracy "
                                             "per engine configuration (weights, repack, n_ubatch, build)")
     p.add_argument("--model", help="GGUF path or packaged name (default: the embedded SmolLM2-135M)")
@@ -333,6 +390,13 @@ def _add_server_bench_commands(sub) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     from lsp_server import __version__
+
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["attach"]:  # what every editor window starts: parse nothing else
+        p = argparse.ArgumentParser(prog="specfill attach")
+        _add_shared_commands(p.add_subparsers(dest="cmd", required=True))
+        args = p.parse_args(argv)
+        return args.func(args)
 
     parser = argparse.ArgumentParser(prog="specfill", description="Inline code completion from local GGUF models.")
     parser.add_argument("--version", action="version", version=f"specfill {__version__}")

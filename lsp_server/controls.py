@@ -30,9 +30,21 @@ def language_on(settings: Settings, language: str) -> bool:
     return languages.get(language, languages["*"])
 
 
-def suggestions_allowed(settings: Settings, path: str, language: str, invoked: bool) -> bool:
-    """Whether to ask the model at all here: suggestions on, for this language, asked for
-    (manual mode answers only the trigger key), and not in a file kept out of prompts."""
+def refusal(settings: Settings, path: str, language: str, invoked: bool) -> str | None:
+    """Why the model is not asked here, or None when it may be: suggestions on, for this
+    language, asked for (manual mode answers only the trigger key), and not in a file kept out
+    of prompts."""
     c = settings.completion
-    return c.enable and (invoked or c.trigger == "automatic") and language_on(settings, language) \
-        and not excluded(path, settings.context.exclude)
+    if not c.enable:
+        return "suggestions are off (completion.enable)"
+    if not invoked and c.trigger != "automatic":
+        return "manual mode answers only the trigger key"
+    if not language_on(settings, language):
+        return f"suggestions are off for {language} (completion.languages)"
+    if excluded(path, settings.context.exclude):
+        return "the file is kept out of prompts (context.exclude)"
+    return None
+
+
+def suggestions_allowed(settings: Settings, path: str, language: str, invoked: bool) -> bool:
+    return refusal(settings, path, language, invoked) is None

@@ -8,6 +8,7 @@ pygls logs every message it sends, and forwarding that would send a message per 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import threading
 from collections.abc import Callable
@@ -20,14 +21,19 @@ LEVELS = {"error": logging.ERROR, "warning": logging.WARNING, "info": logging.IN
 _TYPES = ((logging.ERROR, types.MessageType.Error), (logging.WARNING, types.MessageType.Warning),
           (logging.INFO, types.MessageType.Info), (logging.NOTSET, types.MessageType.Log))
 FORMAT = "%(asctime)s %(levelname)s %(message)s"
+# The shared server's session whose handler logs now (set per connection, inherited by its
+# tasks); records logged outside any session (the model thread) go to every editor.
+SESSION: contextvars.ContextVar[object | None] = contextvars.ContextVar("specfill_session", default=None)
 
 
 class EditorHandler(logging.Handler):
-    """Sends each record to the editor with `send(params)` on the loop's thread."""
+    """Sends each record to the editor with `send(params)` on the loop's thread: the records of
+    its own session (`owner`) and those of no session."""
 
-    def __init__(self, send: Callable[[types.LogMessageParams], None]) -> None:
+    def __init__(self, send: Callable[[types.LogMessageParams], None], owner: object = None) -> None:
         super().__init__()
         self.send = send
+        self.owner = owner
         self.loop: asyncio.AbstractEventLoop | None = None
         self.loop_thread: int | None = None
         self.setFormatter(logging.Formatter("%(message)s"))
@@ -38,6 +44,8 @@ class EditorHandler(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         if self.loop is None or self.loop.is_closed():
             return  # before initialize (no editor to tell yet) or after the loop ended
+        if SESSION.get() not in (None, self.owner):
+            return  # another editor's
         kind = next(t for level, t in _TYPES if record.levelno >= level)
         params = types.LogMessageParams(type=kind, message=self.format(record))
         try:
@@ -49,8 +57,14 @@ class EditorHandler(logging.Handler):
             self.handleError(record)
 
 
-def set_level(name: str) -> None:
-    log.setLevel(LEVELS.get(name, logging.INFO))
+def set_level(name: str, editor: EditorHandler | None = None) -> None:
+    """A session's logLevel: what its editor is sent; the logger (and the log file) records the
+    most detailed level any session asked for."""
+    level = LEVELS.get(name, logging.INFO)
+    if editor is not None:
+        editor.setLevel(level)
+    levels = [h.level for h in log.handlers if isinstance(h, EditorHandler) and h.level]
+    log.setLevel(min(levels, default=level))
 
 
 def add_file(path: str) -> None:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lsp_server.cache import Entry, TypeThroughCache
-from lsp_server.controls import suggestions_allowed
+from lsp_server.controls import refusal, suggestions_allowed
 from lsp_server.postprocess import Suggestion, for_cursor
 from lsp_server.settings import Settings
 from lsp_server.stats import Stats
@@ -109,7 +109,8 @@ class Pipeline:
 
     async def _suggest(self, at: Position, settings: Settings, invoked: bool,
                        tell: Callable[[str], None]) -> Suggestion | None:
-        if not suggestions_allowed(settings, at.path, at.language, invoked):
+        if (why := refusal(settings, at.path, at.language, invoked)) is not None:
+            log.debug("nothing asked at %s: %s", at.path, why)
             return None
         rest = self.cache.lookup(at.uri, at.prefix, at.suffix)
         if rest is not None and (s := self._finish(at, rest, settings)) is not None:
@@ -170,7 +171,7 @@ class Pipeline:
 
         others = self.others(at.uri, at.prefix[-RELATED_BY_CHARS:], settings)
         future = asyncio.wrap_future(self.worker.complete(at.prefix, at.suffix, at.path, settings, cancel, on_text,
-                                                          others, candidates))
+                                                          others, candidates, owner=self))
         flight = Inflight(at.prefix, at.suffix, cancel, future)
         self._inflight[at.uri] = flight
 
@@ -225,7 +226,7 @@ class Pipeline:
 
         others = self.others(at.uri, accepted[-RELATED_BY_CHARS:], settings)
         self.worker.complete(accepted, at.suffix, at.path, settings, threading.Event(), on_text,
-                             others).add_done_callback(done)
+                             others, owner=self, background=True).add_done_callback(done)
 
     async def _answer(self, flight: Inflight, at: Position, settings: Settings, since: str) -> Suggestion | None:
         """Wait for the flight's first line (or its end) and shape it for a request at `at`."""
@@ -247,6 +248,8 @@ class Pipeline:
             text = result.text if result is not None else ""
         else:
             text = first_complete_line(flight.text) or flight.text.split("\n", 1)[0]
+            if flight.waiters == 0:  # answered: the rest goes to the cache, behind anyone's request
+                self.worker.yield_to_requests(flight.cancel)
         typed = at.prefix[len(since):]
         if not text.startswith(typed):
             return None

@@ -9,10 +9,13 @@ notification is logged and skipped, and the stream goes on.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Generator
 from typing import Any
 
+from lsprotocol import types
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.protocol import LanguageServerProtocol
+from pygls.protocol.language_server import lsp_method
 
 log = logging.getLogger("specfill")
 
@@ -33,6 +36,20 @@ def _params_error(data: dict[str, Any], exc: Exception) -> str:
 
 
 class SpecfillProtocol(LanguageServerProtocol):
+    on_exit: Callable[[], None] | None = None  # the shared server's session: exit ends only it
+
+    @lsp_method(types.EXIT)
+    def lsp_exit(self, *args) -> Generator[Any, Any, None]:
+        """`exit` ends the process, or in the shared server the session alone."""
+        if self.on_exit is None:
+            yield from super().lsp_exit(*args)
+            return
+        if (user_handler := self.fm.features.get(types.EXIT)) is not None:
+            yield user_handler, args, None
+        if self.writer is not None:
+            self.writer.close()
+        self.on_exit()
+
     def structure_message(self, data: dict[str, Any]):
         try:
             return super().structure_message(data)

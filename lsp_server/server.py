@@ -8,6 +8,7 @@ import os
 import threading
 import time
 import uuid
+from collections.abc import Callable
 
 from lsprotocol import types
 from pygls import uris
@@ -16,11 +17,13 @@ from pygls.lsp.server import LanguageServer
 from lsp_server import __version__
 from lsp_server.chunks import ChunkRing
 from lsp_server.controls import excluded, suggestions_allowed
+from lsp_server.engine_pool import EnginePool
 from lsp_server.logs import EditorHandler, set_level
 from lsp_server.pipeline import RELATED_BY_CHARS, Pipeline, Position
 from lsp_server.postprocess import Suggestion
 from lsp_server.protocol import SpecfillProtocol
 from lsp_server.settings import Settings, parse_settings, to_wire
+from lsp_server.shared_status import report
 from lsp_server.worker import ModelWorker
 from lsp_server.workspace import WorkspaceIndex
 from prompts import ContextFile
@@ -34,13 +37,20 @@ RELATED_SPARE = 4  # related workspace files asked beyond the two used, for thos
 
 
 class SpecfillServer(LanguageServer):
-    def __init__(self) -> None:
+    """One editor's session: its documents, settings, context and statistics. The model worker
+    comes from `engines`, which the shared server's sessions have in common."""
+
+    def __init__(self, engines: EnginePool | None = None) -> None:
         super().__init__("specfill", __version__, protocol_cls=SpecfillProtocol,
                          text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
-        self.log_handler = EditorHandler(self.window_log_message)
+        self.log_handler = EditorHandler(self.window_log_message, self)
         log.addHandler(self.log_handler)
+        self.engines = engines or EnginePool()
+        self.engines.sessions.add(self)
+        self.client_name = ""  # from initialize, for `specfill status`
+        self.started = time.time()
         self.settings = Settings()
-        self.worker = ModelWorker()
+        self.worker = ModelWorker()  # unloaded until initialized: requests meanwhile get nothing
         self.pipeline = Pipeline(self.worker, self.other_documents)
         self.recent: dict[str, float] = {}  # uri -> last open/edit time
         self.reported: set[str] = set()  # setting errors the editor was told of
@@ -124,7 +134,7 @@ class SpecfillServer(LanguageServer):
     def apply_settings(self, data, source: str) -> None:
         """Take new settings; name each invalid field; reload the model when it changed."""
         settings, errors = parse_settings(data)
-        set_level(settings.log_level)
+        set_level(settings.log_level, self.log_handler)
         for err in errors:
             if err not in self.reported:  # every configuration change resends the same mistakes
                 self.reported.add(err)
@@ -139,10 +149,21 @@ class SpecfillServer(LanguageServer):
         if source != "initialize":
             self.update_index()
 
+    def end(self) -> None:
+        """The session ends (shutdown, or its connection closed): its model is let go."""
+        if self.index is not None:
+            self.index.stop()
+            self.index = None
+        self.engines.sessions.discard(self)
+        self.engines.release(self)
+        log.removeHandler(self.log_handler)
+
     async def reload(self) -> None:
-        """Load the model in the background, with work-done progress when the client has it;
-        requests meanwhile get an empty answer."""
-        loading = asyncio.wrap_future(self.worker.load(self.settings))  # says "loading" from now on
+        """Load the model in the background (or take the one another session loaded), with
+        work-done progress when the client has it; requests meanwhile get an empty answer."""
+        self.worker, load = self.engines.take(self, self.settings)  # says "loading" from now on
+        self.pipeline.worker = self.worker
+        loading = asyncio.wrap_future(load)
         token = None
         caps = self.client_capabilities.window
         if caps is not None and caps.work_done_progress:
@@ -178,24 +199,33 @@ def _changed(default: dict, current: dict, prefix: str = "") -> dict:
     return out
 
 
-server = SpecfillServer()
+_FEATURES: list[tuple[str, object, Callable]] = []
 
 
-@server.feature(types.INITIALIZE)
+def _feature(method: str, options: object = None) -> Callable[[Callable], Callable]:
+    """A handler every session registers (create_server)."""
+    def register(fn: Callable) -> Callable:
+        _FEATURES.append((method, options, fn))
+        return fn
+    return register
+
+
+@_feature(types.INITIALIZE)
 def on_initialize(ls: SpecfillServer, params: types.InitializeParams) -> None:
     """Read settings from initializationOptions."""
     ls.log_handler.attach(asyncio.get_running_loop())
+    ls.client_name = params.client_info.name if params.client_info else "an editor"
     ls.apply_settings(params.initialization_options, "initialize")
 
 
-@server.feature(types.INITIALIZED)
+@_feature(types.INITIALIZED)
 async def on_initialized(ls: SpecfillServer, params: types.InitializedParams) -> None:
     """Index the workspace and load the model, in the background."""
     ls.update_index()
     await ls.reload()
 
 
-@server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+@_feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
 async def on_configuration(ls: SpecfillServer, params: types.DidChangeConfigurationParams) -> None:
     """Settings pushed by the client, or pulled with workspace/configuration when it sends none."""
     data = params.settings
@@ -209,20 +239,20 @@ async def on_configuration(ls: SpecfillServer, params: types.DidChangeConfigurat
     ls.apply_settings(data, "didChangeConfiguration")
 
 
-@server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+@_feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
 def on_folders(ls: SpecfillServer, params: types.DidChangeWorkspaceFoldersParams) -> None:
     """New workspace folders: index them instead."""
     ls.update_index()
 
 
-@server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+@_feature(types.TEXT_DOCUMENT_DID_OPEN)
 def did_open(ls: SpecfillServer, params: types.DidOpenTextDocumentParams) -> None:
     """Remember when a document was last touched (context from other open files)."""
     ls.recent[params.text_document.uri] = time.monotonic()
     ls.note_edit(params.text_document.uri, 0)
 
 
-@server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+@_feature(types.TEXT_DOCUMENT_DID_CHANGE)
 def did_change(ls: SpecfillServer, params: types.DidChangeTextDocumentParams) -> None:
     """Remember when and where a document was last edited (context for other documents)."""
     ls.recent[params.text_document.uri] = time.monotonic()
@@ -231,7 +261,7 @@ def did_change(ls: SpecfillServer, params: types.DidChangeTextDocumentParams) ->
     ls.note_edit(params.text_document.uri, line)
 
 
-@server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+@_feature(types.TEXT_DOCUMENT_DID_CLOSE)
 def did_close(ls: SpecfillServer, params: types.DidCloseTextDocumentParams) -> None:
     """Forget a closed document and its cached suggestion."""
     ls.recent.pop(params.text_document.uri, None)
@@ -268,7 +298,7 @@ def _accept_command(at: Position, suggestion: Suggestion) -> types.Command:
                          arguments=[{"uri": at.uri, "length": len(suggestion.text)}])
 
 
-@server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
+@_feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
 async def inline_completion(ls: SpecfillServer, params: types.InlineCompletionParams) -> types.InlineCompletionList:
     """Complete at the cursor; unknown documents and bad positions get an empty list."""
     at = _position(ls, params.text_document.uri, params.position)
@@ -285,7 +315,7 @@ async def inline_completion(ls: SpecfillServer, params: types.InlineCompletionPa
         for s in suggestions])
 
 
-@server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=[".", "(", " "]))
+@_feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=[".", "(", " "]))
 async def completion(ls: SpecfillServer, params: types.CompletionParams) -> types.CompletionList:
     """For clients without inline completion: the suggestion as one item with a textEdit.
     Clients with inline completion get nothing here, or they would show it twice."""
@@ -304,14 +334,13 @@ async def completion(ls: SpecfillServer, params: types.CompletionParams) -> type
         command=_accept_command(at, suggestion))])
 
 
-@server.command(ACCEPT_COMMAND)
 def accept_command(ls: SpecfillServer, *args) -> None:
     """The command an accepted item runs: counts the acceptance."""
     info = args[0] if args and isinstance(args[0], dict) else {}
     ls.pipeline.accepted(int(info.get("length", 0)))
 
 
-@server.feature("specfill/didFocus")
+@_feature("specfill/didFocus")
 def did_focus(ls: SpecfillServer, params) -> None:
     """The cursor landed or rests here ({textDocument: {uri}, position}): read its prompt while idle."""
     doc, pos = _get(params, "textDocument"), _get(params, "position")
@@ -328,13 +357,13 @@ def _get(obj, name: str):
     return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
 
 
-@server.feature("specfill/didShow")
+@_feature("specfill/didShow")
 def did_show(ls: SpecfillServer, params) -> None:
     """The editor showed a suggestion."""
     ls.pipeline.stats.shown += 1
 
 
-@server.feature("specfill/didAccept")
+@_feature("specfill/didAccept")
 def did_accept(ls: SpecfillServer, params) -> None:
     """The editor accepted a suggestion, maybe partly (acceptedLength)."""
     length = getattr(params, "acceptedLength", None)
@@ -343,18 +372,25 @@ def did_accept(ls: SpecfillServer, params) -> None:
     ls.pipeline.accepted(int(length or 0))
 
 
-@server.feature("specfill/stats")
+@_feature("specfill/stats")
 def stats(ls: SpecfillServer, params) -> dict:
     """Counts, latency percentiles, speculation figures and the loaded build."""
     return ls.pipeline.stats.report({
         **ls.worker.stats(), "build": build_info(), "speculation": ls.settings.speculation.method,
+        "shared": ls.engines.shared, "sessions": sum(1 for s in ls.engines.sessions if s.client_name),
         "time": time.time(), "threads": threading.active_count(), "context_chunks": len(ls.chunks),
         "workspace": {"roots": [str(r) for r in ls.index.roots], "files": len(ls.index.files),
                       "scanned": ls.index.ready.is_set()} if ls.index else None,
     })
 
 
-@server.feature("specfill/document")
+@_feature("specfill/sharedStatus")
+def shared_status(ls: SpecfillServer, params) -> dict:
+    """The server's pid, build, sessions and models (`specfill status`)."""
+    return report(ls.engines, __version__, build_info()["build"])
+
+
+@_feature("specfill/document")
 def document(ls: SpecfillServer, params) -> dict | None:
     """The server's copy of a document ({"uri"}), for checking synchronisation (specfill stress)."""
     uri = getattr(params, "uri", None) or (params.get("uri") if isinstance(params, dict) else None)
@@ -362,8 +398,15 @@ def document(ls: SpecfillServer, params) -> dict | None:
     return None if doc is None else {"uri": uri, "version": doc.version, "text": doc.source}
 
 
-@server.feature(types.SHUTDOWN)
+@_feature(types.SHUTDOWN)
 def on_shutdown(ls: SpecfillServer, params: None) -> None:
-    if ls.index is not None:
-        ls.index.stop()
-    ls.worker.shutdown()
+    ls.end()
+
+
+def create_server(engines: EnginePool | None = None) -> SpecfillServer:
+    """A session with every handler; the shared server makes one per connection."""
+    ls = SpecfillServer(engines)
+    for method, options, fn in _FEATURES:
+        ls.feature(method, options)(fn)
+    ls.command(ACCEPT_COMMAND)(accept_command)
+    return ls

@@ -113,6 +113,10 @@ class ServerSettings:
     auto_install: bool = _opt(False, "install the server without asking when none is found (read by the editors)")
     python: str = _opt("", "the Python (3.11 or newer) the editors install the server with; empty = the first "
                            "python3.13, python3.12, python3.11, python3 or python on PATH (read by the editors)")
+    shared: bool = _opt(True, "one server and one model for every editor window (`specfill attach`); false = a "
+                              "server per window (`specfill serve`) (read by the editors)")
+    idle_minutes: float = _opt(5.0, "the shared server exits this long after its last editor window closed "
+                                    "(read by the editors, which pass it to `specfill attach`)", lo=0, hi=1440)
 
 
 @dataclass(kw_only=True)

@@ -1,8 +1,10 @@
 """Model work on the server's own single thread, never on pygls's pool.
 
 The worker loads one completion engine (lsp_server/engines.py: the local model, or a serving
-engine), puts requests, loads and background reads in order on its thread, and makes a newer
-request stop the one running at its next step and a background read inside its decode.
+engine) and puts requests, loads and background reads in order on its thread. Several sessions
+may share it (the shared server): a newer request stops its own session's running one at the
+next step, and any request stops background work of every session (after-accept generations,
+the rest of an answered suggestion) at its next step and a background read inside its decode.
 What prompt answers a request is the planner's (prompt_plan.py); when the full prompt is read
 in the background is the schedule's (read_ahead.py).
 """
@@ -26,11 +28,13 @@ log = logging.getLogger("specfill")
 
 
 class ModelWorker:
-    """Owns the engine; a newer request cancels the one in flight at its next step."""
+    """Owns the engine; a newer request cancels its session's one in flight at its next step."""
 
     def __init__(self) -> None:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="specfill-model")
-        self._cancel = threading.Event()
+        self._latest: dict[object, threading.Event] = {}  # session -> its latest request's cancel
+        self._yielding: set[threading.Event] = set()  # background work: any request stops it
+        self._yielding_lock = threading.Lock()  # the model thread drops finished work from it
         self.schedule = ReadAhead()
         self.backend: CompletionEngine | None = None
         self.loaded = ""  # the model asked for (a path, or the remote engine), once it serves
@@ -66,20 +70,21 @@ class ModelWorker:
 
     # -- loading ----------------------------------------------------------------------
     @staticmethod
-    def _key(settings: Settings) -> tuple:
+    def key(settings: Settings) -> tuple:
+        """What a load depends on: sessions whose settings agree on it can share the worker."""
         m = settings.model
         return (m.path, m.draft_path, m.n_ctx, m.threads, m.weights, tuple(vars(m.remote).values()))
 
     def needs_reload(self, settings: Settings) -> bool:
         """Settings that ask for other models than the last load did (done or queued)."""
-        return self._key(settings) != self._wanted_key
+        return self.key(settings) != self._wanted_key
 
     def load(self, settings: Settings) -> Future[str]:
         """Load (or reload) the models; the future's result is what serves."""
         with self._loads_lock:
             self._loads += 1
-        self._wanted_key = self._key(settings)
-        self._interrupt()
+        self._wanted_key = self.key(settings)
+        self._interrupt(everything=True)
         future = self._pool.submit(self._load, settings)
         future.add_done_callback(self._loaded)
         return future
@@ -131,23 +136,51 @@ class ModelWorker:
         self.schedule.want(None)
 
     # -- requests ---------------------------------------------------------------------
-    def _interrupt(self) -> None:
-        """Whatever runs now ends at its next step: a request, or a background read (which
-        yields to the work this is called for)."""
+    def _interrupt(self, owner: object = None, everything: bool = False) -> None:
+        """What should give way to the work this is called for ends at its next step: the
+        owner's running request, everyone's background work, a background read."""
         self.schedule.submit()
-        self._cancel.set()
+        stopped: list[threading.Event | None] = \
+            list(self._latest.values()) if everything else [self._latest.get(owner)]
+        with self._yielding_lock:
+            stopped.extend(self._yielding)
+            self._yielding.clear()
+        for cancel in stopped:
+            if cancel is not None:
+                cancel.set()
+        if everything:
+            self._latest.clear()
         if self.backend is not None:
             self.backend.interrupt()
+
+    def yield_to_requests(self, cancel: threading.Event) -> None:
+        """Work the user no longer waits for (the rest of an answered suggestion): any
+        request, of any session, stops it."""
+        if not cancel.is_set():
+            with self._yielding_lock:
+                self._yielding.add(cancel)
 
     def complete(self, prefix: str, suffix: str, path: str, settings: Settings,
                  cancel: threading.Event | None = None,
                  on_text: Callable[[str], None] | None = None,
-                 others: tuple[ContextFile, ...] = (), candidates: int = 1) -> Future[Completion | None]:
-        self._interrupt()  # supersede whatever runs now
+                 others: tuple[ContextFile, ...] = (), candidates: int = 1,
+                 owner: object = None, background: bool = False) -> Future[Completion | None]:
+        """Queue a generation for `owner` (a session); it supersedes the owner's running one.
+        Background work (an after-accept generation) yields to any request."""
+        self._interrupt(owner)
         cancel = cancel or threading.Event()
-        self._cancel = cancel
+        if background:
+            self.yield_to_requests(cancel)
+        else:
+            self._latest[owner] = cancel
         req = Request(prefix, suffix, path, settings, cancel, on_text, others, candidates)
-        return self._pool.submit(self._serve, req)
+        future = self._pool.submit(self._serve, req)
+        future.add_done_callback(lambda _: self._done(cancel))
+        return future
+
+    def _done(self, cancel: threading.Event) -> None:
+        with self._yielding_lock:
+            self._yielding.discard(cancel)
 
     def read_ahead(self, prefix: str, suffix: str, path: str, settings: Settings,
                    others: tuple[ContextFile, ...] = ()) -> None:
@@ -184,9 +217,7 @@ class ModelWorker:
     def stop(self) -> None:
         """Ask the running work to end at its next step; does not wait."""
         self.schedule.closing.set()
-        self._cancel.set()
-        if self.backend is not None:
-            self.backend.interrupt()
+        self._interrupt(everything=True)
 
     def shutdown(self) -> None:
         self.stop()

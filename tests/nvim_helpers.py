@@ -25,11 +25,20 @@ def nvim_binary() -> str:
 SETUP = "{ completion = { budgetMs = 30000 } }"
 
 
-def start_nvim(setup_lua: str = SETUP) -> pynvim.Nvim:
+def start_nvim(setup_lua: str = SETUP, runtime: Path | None = None) -> pynvim.Nvim:
     """Neovim with the plugin on its runtimepath and setup() called with the server run by
-    this Python (so tests use the checkout under test)."""
-    nvim = pynvim.attach("child", argv=[nvim_binary(), "--clean", "--embed", "--headless",
+    this Python (so tests use the checkout under test): a server of its own, or with
+    `runtime` (an XDG_RUNTIME_DIR) the plugin's default, the shared server, run by this
+    checkout's `specfill`."""
+    env = ["env", f"XDG_RUNTIME_DIR={runtime}"] if runtime else []
+    nvim = pynvim.attach("child", argv=[*env, nvim_binary(), "--clean", "--embed", "--headless",
                                         "--cmd", f"set rtp^={PLUGIN}", "--cmd", "set noswapfile"])
+    if runtime:
+        nvim.exec_lua("local opts = ...;"
+                      " opts.server = vim.tbl_extend('force', opts.server or {}, { path = select(2, ...) });"
+                      " require('specfill').setup(opts)",
+                      nvim.exec_lua(f"return {setup_lua}"), str(Path(sys.executable).parent / "specfill"))
+        return nvim
     nvim.exec_lua(
         "local opts = ...; opts.cmd = { select(2, ...), '-m', 'lsp_server', 'serve' };"
         " require('specfill').setup(opts)",

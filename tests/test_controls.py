@@ -1,7 +1,7 @@
 """Everyday controls, as pure rules: suggestions per language (over the defaults), the manual
 trigger, and files kept out of prompts (.gitignore-style patterns)."""
 
-from lsp_server.controls import excluded, language_on, suggestions_allowed
+from lsp_server.controls import excluded, language_on, refusal, suggestions_allowed
 from lsp_server.settings import EXCLUDE, Settings, parse_settings
 
 
@@ -43,3 +43,11 @@ def test_list_and_map_settings_keep_their_defaults_when_their_items_are_wrong():
     s, errors = parse_settings({"completion": {"languages": {"python": "yes"}}, "context": {"exclude": [".env", 3]}})
     assert s == Settings() and len(errors) == 2
     assert "completion.languages" in errors[0] and "context.exclude" in errors[1]
+
+
+def test_the_refusal_names_the_setting_behind_it():
+    assert refusal(Settings(), "/a/notes.md", "markdown", invoked=True) == \
+        "suggestions are off for markdown (completion.languages)"
+    assert refusal(Settings(), "/a/.env", "dotenv", invoked=True) == \
+        "the file is kept out of prompts (context.exclude)"
+    assert refusal(Settings(), "/a.py", "python", invoked=False) is None

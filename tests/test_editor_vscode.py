@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -58,3 +59,65 @@ def test_ghost_text_appears_and_tab_accepts_it(vscode, tmp_path):
         or f"didFocus: a request came first, not reading ahead at {path}" in server_log
     # The client's own setting (trace.server, set above) is not the server's to reject.
     assert "invalid setting" not in server_log
+
+
+CONTROLS = {"specfill.completion.budgetMs": 30000, "specfill.completion.minConfidence": 0,
+            "specfill.logLevel": "debug"}
+ON = r"specfill(?! off| snoozed)"  # the status bar once suggestions are on again
+
+
+def test_the_status_bar_menu_turns_markdown_on_and_snoozes(tmp_path):
+    """Markdown is off by default: no ghost text until the menu turns it on, which writes the
+    setting; then Snooze pauses suggestions and End snooze brings them back."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "notes.md").write_text("# Shapes\n\nThe area of a circle is pi times the radius squared.\n")
+    log = tmp_path / "server.log"
+    vscode = CodeServer(tmp_path / "vscode", CONTROLS, env={"SPECFILL_LOG_FILE": str(log)})
+    try:
+        vscode.start(folder)
+        result = vscode.drive(folder, "notes.md", "", tmp_path / "vscode-controls.png", steps=[
+            {"status": r"off \(markdown\)"},
+            {"type": "The area of a square is "},
+            {"noGhost": 2500},  # several debounce periods
+            {"menu": "Turn on for markdown"},
+            {"status": ON},
+            {"type": "t"},
+            {"ghost": True},
+            {"press": "Escape"},
+            {"menu": "Snooze for 5 minutes"},
+            {"status": "snoozed 5m"},
+            {"type": "he side"},
+            {"noGhost": 2500},
+            {"menu": "End snooze"},
+            {"status": ON},
+            {"press": "Alt+Backslash"},  # ask again where the snoozed keystrokes got nothing
+            {"ghost": True},
+        ])
+    finally:
+        vscode.stop()
+    assert result["ok"], result
+    assert all(g.strip() for g in result["ghosts"])
+    settings = json.loads((vscode.data / "User" / "settings.json").read_text())
+    assert settings["specfill.completion.languages"] == {"markdown": True}
+    # While markdown was off the server was asked and said no; while snoozed it was not asked.
+    assert "suggestions are off for markdown (completion.languages)" in log.read_text()
+
+
+def test_manual_mode_shows_ghost_text_only_after_the_trigger_key(tmp_path):
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "shapes.py").write_text(SOURCE)
+    vscode = CodeServer(tmp_path / "vscode", {**CONTROLS, "specfill.completion.trigger": "manual"})
+    try:
+        vscode.start(folder)
+        result = vscode.drive(folder, "shapes.py", "", tmp_path / "vscode-manual.png", steps=[
+            {"type": "    return "},
+            {"noGhost": 2500},
+            {"press": "Alt+Backslash"},
+            {"ghost": True},
+        ])
+    finally:
+        vscode.stop()
+    assert result["ok"], result
+    assert result["ghosts"][0].strip()

@@ -20,6 +20,7 @@ import pytest
 from tests.editor_sample import SOURCE
 from tests.nvim_helpers import PLUGIN, ghost, nvim_binary, wait_for, wait_ready
 from tests.remote_helpers import Silent
+from tests.shared_helpers import kill_shared_servers
 
 pytestmark = pytest.mark.install
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,7 +39,9 @@ def clean_path(tmp_path: Path) -> str:
 
 
 def user_env(tmp_path: Path, **extra) -> dict:
+    (tmp_path / "run").mkdir(mode=0o700, exist_ok=True)  # the shared server the plugin starts is this test's
     env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"), "XDG_STATE_HOME": str(tmp_path / "state"),
+           "XDG_RUNTIME_DIR": str(tmp_path / "run"),
            "XDG_CONFIG_HOME": str(tmp_path / "config"), "PATH": clean_path(tmp_path),
            "PIP_FIND_LINKS": " ".join(filter(None, [os.environ.get("PIP_FIND_LINKS"), str(WHEELS)]))}
     env.pop("VIRTUAL_ENV", None)
@@ -96,6 +99,7 @@ def test_neovim_installs_the_server_and_then_shows_ghost_text(tmp_path):
         assert f"installed server {info['version']}" in report and "llamafile-off build" in report
     finally:
         nvim.close()
+        kill_shared_servers(Path(env["XDG_RUNTIME_DIR"]))
 
 
 def test_no_python_on_path_is_said_and_the_next_install_succeeds(tmp_path):

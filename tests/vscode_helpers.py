@@ -12,6 +12,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from tests.shared_helpers import kill_shared_servers
+
 REPO = Path(__file__).resolve().parent.parent
 TOOLS = REPO / ".tools" / "code-server"
 CODE_SERVER = TOOLS / "node_modules" / ".bin" / "code-server"
@@ -58,7 +60,10 @@ class CodeServer:
         server = {"specfill.server.path": str(Path(sys.executable).parent / "specfill")} if server_path else {}
         (self.data / "User" / "settings.json").write_text(json.dumps(  # server_path: this checkout's server
             {**USER_SETTINGS, **server, **settings}, indent=1))
-        self.env = {**os.environ, "HOME": str(self.home), **(env or {})}
+        # Its own runtime folder: the shared server its windows start is this test's alone.
+        self.runtime = root / "run"
+        self.runtime.mkdir(mode=0o700, exist_ok=True)
+        self.env = {**os.environ, "HOME": str(self.home), "XDG_RUNTIME_DIR": str(self.runtime), **(env or {})}
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
 
@@ -86,15 +91,19 @@ class CodeServer:
                 time.sleep(0.3)
 
     def drive(self, folder: Path, file_name: str, typed: str, screenshot: Path, timeout_ms: int = 150000,
-              accept_install: bool = False, wait_log: tuple[Path, str] | None = None) -> dict:
-        """Open the file, type at its end, take the ghost text with Tab. With `wait_log`
-        (a log file, a text), typing starts once the log has the text."""
+              accept_install: bool = False, wait_log: tuple[Path, str] | None = None,
+              steps: list[dict] | None = None) -> dict:
+        """Open the file, type at its end, take the ghost text with Tab; or, with `steps`, run
+        them instead (drive.js names the steps). With `wait_log` (a log file, a text), typing
+        starts once the log has the text."""
         url = f"http://127.0.0.1:{self.port}/?folder={folder}"
         env = {**self.env, "NODE_PATH": str(TOOLS / "node_modules")}
         if accept_install:
             env["ACCEPT_INSTALL"] = "1"
         if wait_log:
             env["WAIT_LOG"], env["WAIT_LOG_TEXT"] = str(wait_log[0]), wait_log[1]
+        if steps is not None:
+            env["STEPS"] = json.dumps(steps)
         run = subprocess.run(["node", str(DRIVER), url, file_name, typed, str(screenshot), str(timeout_ms)],
                              check=False, env=env, capture_output=True, text=True, timeout=timeout_ms / 1000 + 120)
         try:
@@ -111,3 +120,4 @@ class CodeServer:
                 os.killpg(self.proc.pid, 9)
         if self.proc is not None:
             self.log.close()
+        kill_shared_servers(self.runtime)  # it outlives the window by server.idleMinutes

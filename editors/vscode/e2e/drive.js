@@ -2,6 +2,12 @@
 // wait for specfill's ghost text, take a screenshot, press Tab, save. Prints JSON.
 //   node drive.js URL FILE_NAME TYPED SCREENSHOT [TIMEOUT_MS]
 // With WAIT_LOG (a file) and WAIT_LOG_TEXT, typing waits until the file contains the text.
+// With STEPS (a JSON list), the steps run instead of typing TYPED and taking the ghost text:
+//   {"type": "text"}       types it            {"press": "Alt+Backslash"}  presses a key
+//   {"ghost": true}        waits for ghost text and records it in result.ghosts
+//   {"noGhost": ms}        waits ms and fails if ghost text showed
+//   {"menu": "label"}      clicks the status-bar item and picks the entry starting with label
+//   {"status": "regex"}    waits until the status-bar item matches; records it in result.statuses
 // playwright-core comes from the code-server install folder (NODE_PATH).
 const fs = require('fs');
 const { chromium } = require('playwright-core');
@@ -13,6 +19,73 @@ async function waitForLog(file, text, deadline) {
     if (Date.now() > deadline) throw new Error(`the server never logged ${JSON.stringify(text)}`);
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
+}
+
+const GHOST = '.monaco-editor .ghost-text-decoration, .monaco-editor .ghost-text';
+
+async function statusText(page) {
+  return (await page.locator('.statusbar-item', { hasText: 'specfill' }).allInnerTexts()).join(' | ');
+}
+
+async function runSteps(page, steps, timeout, result) {
+  result.ghosts = [];
+  result.statuses = [];
+  for (const step of steps) {
+    result.step = step;
+    if (step.type !== undefined) {
+      await page.keyboard.type(step.type, { delay: 60 });
+    } else if (step.press) {
+      await page.keyboard.press(step.press);
+    } else if (step.ghost) {
+      const ghost = page.locator(GHOST);
+      await ghost.first().waitFor({ timeout });
+      await page.waitForTimeout(300); // let the rest of the answer render
+      result.ghosts.push((await ghost.allTextContents()).join('\n'));
+    } else if (step.noGhost) {
+      await page.waitForTimeout(step.noGhost);
+      const shown = await page.locator(GHOST).allTextContents();
+      if (shown.length) throw new Error(`ghost text showed: ${JSON.stringify(shown)}`);
+    } else if (step.menu) {
+      await page.locator('.statusbar-item', { hasText: 'specfill' }).first().click();
+      const entry = page.locator('.quick-input-widget .monaco-list-row', { hasText: step.menu });
+      await entry.first().waitFor({ timeout: 10000 });
+      await entry.first().click();
+      // Back to typing: the click left focus on the status bar item; the cursor stays put.
+      await page.locator('.monaco-editor textarea').first().focus();
+    } else if (step.status) {
+      const wanted = new RegExp(step.status);
+      const until = Date.now() + 10000;
+      let text = await statusText(page);
+      while (!wanted.test(text)) {
+        if (Date.now() > until) throw new Error(`status bar says ${JSON.stringify(text)}, not /${step.status}/`);
+        await page.waitForTimeout(200);
+        text = await statusText(page);
+      }
+      result.statuses.push(text);
+    } else {
+      throw new Error(`unknown step ${JSON.stringify(step)}`);
+    }
+  }
+  delete result.step;
+}
+
+async function typeAndAccept(page, typed, timeout, screenshot, result) {
+  await page.keyboard.type(typed, { delay: 60 });
+  const ghost = page.locator(GHOST);
+  await ghost.first().waitFor({ timeout });
+  await page.waitForTimeout(300); // let the rest of the first answer render
+  result.ghost = (await ghost.allTextContents()).join('\n');
+  if (screenshot) await page.screenshot({ path: screenshot });
+  await page.keyboard.press('Tab');
+  await page.waitForTimeout(300);
+  await page.keyboard.press('Control+S');
+  // The status bar shows a non-zero accepted share once the acceptance reached the server
+  // (it polls every 2 s, and may first show 0% of one shown suggestion).
+  const until = Date.now() + 10000;
+  do {
+    await page.waitForTimeout(500);
+    result.status = await page.locator('.statusbar-item', { hasText: 'specfill' }).allInnerTexts();
+  } while (!result.status.some((t) => / [1-9]\d*%$/.test(t)) && Date.now() < until);
 }
 
 async function main() {
@@ -55,22 +128,9 @@ async function main() {
       // The cursor rests before typing, as a person's does: wait for what the server logs then.
       await waitForLog(process.env.WAIT_LOG, process.env.WAIT_LOG_TEXT, deadline);
     }
-    await page.keyboard.type(typed, { delay: 60 });
-    const ghost = page.locator('.monaco-editor .ghost-text-decoration, .monaco-editor .ghost-text');
-    await ghost.first().waitFor({ timeout });
-    await page.waitForTimeout(300); // let the rest of the first answer render
-    result.ghost = (await ghost.allTextContents()).join('\n');
-    if (screenshot) await page.screenshot({ path: screenshot });
-    await page.keyboard.press('Tab');
-    await page.waitForTimeout(300);
-    await page.keyboard.press('Control+S');
-    // The status bar shows a non-zero accepted share once the acceptance reached the server
-    // (it polls every 2 s, and may first show 0% of one shown suggestion).
-    const until = Date.now() + 10000;
-    do {
-      await page.waitForTimeout(500);
-      result.status = await page.locator('.statusbar-item', { hasText: 'specfill' }).allInnerTexts();
-    } while (!result.status.some((t) => / [1-9]\d*%$/.test(t)) && Date.now() < until);
+    if (process.env.STEPS) await runSteps(page, JSON.parse(process.env.STEPS), timeout, result);
+    else await typeAndAccept(page, typed, timeout, screenshot, result);
+    if (screenshot && process.env.STEPS) await page.screenshot({ path: screenshot });
     result.ok = true;
   } catch (err) {
     result.error = String(err);

@@ -1,9 +1,11 @@
 // specfill for VS Code: starts `specfill serve`, shows its inline suggestions, and a status
-// bar item with the model state, the last latency and the acceptance rate.
+// bar item with the model state, the last latency and the acceptance rate; clicking it opens
+// the controls (per language, snooze, on/off).
 import * as fs from 'fs';
 import * as path from 'path';
 import * as vscode from 'vscode';
 import { LanguageClient, LanguageClientOptions, ServerOptions, State } from 'vscode-languageclient/node';
+import { askSnooze, controlState, endSnooze, languageOn, setLanguage, showMenu, snoozed } from './controls';
 import { findPython, install, installed } from './install';
 
 const SECTION = 'specfill';
@@ -108,12 +110,11 @@ function showStatus(text: string, tooltip: string, error = false): void {
   status.show();
 }
 
-async function refreshStatus(): Promise<void> {
+async function refreshStatus(context: vscode.ExtensionContext): Promise<void> {
   if (!client || client.state !== State.Running) return;
   try {
     const s: any = await client.sendRequest('specfill/stats', {});
     const model = s.model ? path.basename(s.model) : 'model';
-    const enabled = vscode.workspace.getConfiguration(SECTION).get<boolean>('completion.enable', true);
     if (lastState === 'loading' && s.state === 'ready') {
       // Keystrokes made while the model loaded got nothing: ask again where the cursor is.
       vscode.commands.executeCommand('editor.action.inlineSuggest.trigger');
@@ -126,10 +127,12 @@ async function refreshStatus(): Promise<void> {
     } else {
       const latency = s.latency_ms?.p50 != null ? ` ${Math.round(s.latency_ms.p50)} ms` : '';
       const accept = s.shown ? ` ${Math.round(100 * s.accept_rate)}%` : '';
-      const icon = enabled ? '$(sparkle)' : '$(circle-slash)';
-      showStatus(`${icon} specfill${latency}${accept}`,
-        `${model} (${s.family}), ${enabled ? 'on' : 'off'}: p50 latency${latency || ' -'}, accepted${accept || ' -'}` +
-        ' of shown. Click for stats.');
+      const { icon, words } = controlState(context, vscode.window.activeTextEditor);
+      const manual = vscode.workspace.getConfiguration(SECTION).get<string>('completion.trigger') === 'manual';
+      const shared = s.shared ? `, shared server (${s.sessions} windows)` : '';
+      showStatus(`${icon} specfill${words ? ` ${words}` : `${latency}${accept}`}`,
+        `${model} (${s.family}${shared}), ${words || (manual ? 'on when asked (Alt+\\)' : 'on')}: ` +
+        `p50 latency${latency || ' -'}, accepted${accept || ' -'} of shown. Click for the controls.`);
     }
   } catch {
     // a restart in progress; the next poll tells
@@ -139,7 +142,12 @@ async function refreshStatus(): Promise<void> {
 async function startClient(context: vscode.ExtensionContext): Promise<void> {
   const exe = await findServer(context);
   if (!exe) return;
-  const serverOptions: ServerOptions = { command: exe, args: ['serve'] };
+  // One server for every VS Code and Neovim window (`specfill attach` starts it when none
+  // answers), unless server.shared is off.
+  const cfg = vscode.workspace.getConfiguration(SECTION);
+  const args = cfg.get<boolean>('server.shared', true)
+    ? ['attach', '--idle-exit', String(60 * cfg.get<number>('server.idleMinutes', 5))] : ['serve'];
+  const serverOptions: ServerOptions = { command: exe, args };
   const clientOptions: LanguageClientOptions = {
     documentSelector: [{ scheme: 'file' }, { scheme: 'untitled' }],
     initializationOptions: settings(context),
@@ -150,6 +158,10 @@ async function startClient(context: vscode.ExtensionContext): Promise<void> {
         // vscode-languageclient 9.0.1 passes VS Code's context through unconverted: its trigger
         // kind (Invoke 0, Automatic 1; LSP says Invoked 1, Automatic 2) and, while the suggest
         // widget is open, a vscode.Range (JSON: [start, end]) where LSP wants {start, end}.
+        // A snooze is this window's alone; in manual mode only the trigger key asks (the server
+        // answers nothing else either, so not asking saves the round trip).
+        const manual = vscode.workspace.getConfiguration(SECTION).get<string>('completion.trigger') === 'manual';
+        if (snoozed() || (manual && ctx.triggerKind === vscode.InlineCompletionTriggerKind.Automatic)) return null;
         const info = ctx.selectedCompletionInfo;
         const lspContext = {
           triggerKind: ctx.triggerKind + 1,
@@ -167,22 +179,38 @@ async function startClient(context: vscode.ExtensionContext): Promise<void> {
   client.registerProposedFeatures(); // textDocument/inlineCompletion is a proposed feature in 9.x
   showStatus('$(loading~spin) specfill: starting', exe);
   await client.start();
-  refreshStatus();
+  refreshStatus(context);
   sendFocus(vscode.window.activeTextEditor); // landed: the file open at start
 }
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   status = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Right, 100);
-  status.command = 'specfill.showStats';
+  status.command = 'specfill.menu';
+  const changed = () => refreshStatus(context);
   context.subscriptions.push(status);
   output = vscode.window.createOutputChannel('specfill');
   const statsOutput = vscode.window.createOutputChannel('specfill stats');
   context.subscriptions.push(output, statsOutput,
     vscode.commands.registerCommand('specfill.toggle', async () => {
-      const cfg = vscode.workspace.getConfiguration(SECTION);
-      await cfg.update('completion.enable', !cfg.get<boolean>('completion.enable', true),
-        vscode.ConfigurationTarget.Global);
-      refreshStatus();
+      if (snoozed()) {
+        endSnooze();
+        vscode.window.showInformationMessage('specfill: snooze ended, suggestions on');
+      } else {
+        const cfg = vscode.workspace.getConfiguration(SECTION);
+        await cfg.update('completion.enable', !cfg.get<boolean>('completion.enable', true),
+          vscode.ConfigurationTarget.Global);
+      }
+      changed();
+    }),
+    vscode.commands.registerCommand('specfill.menu', () => showMenu(context, changed)),
+    vscode.commands.registerCommand('specfill.snooze', (minutes?: unknown) => askSnooze(minutes, changed)),
+    vscode.commands.registerCommand('specfill.toggleLanguage', async () => {
+      const language = vscode.window.activeTextEditor?.document.languageId;
+      if (!language) return;
+      const on = !languageOn(context, language);
+      await setLanguage(language, on);
+      vscode.window.showInformationMessage(`specfill: suggestions ${on ? 'on' : 'off'} for ${language}`);
+      changed();
     }),
     vscode.commands.registerCommand('specfill.showStats', async () => {
       if (!client || client.state !== State.Running) {
@@ -216,15 +244,20 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       }
       if (await installServer(context)) await startClient(context);
     }),
-    vscode.window.onDidChangeActiveTextEditor((editor) => sendFocus(editor)),
+    vscode.window.onDidChangeActiveTextEditor((editor) => {
+      sendFocus(editor);
+      changed(); // the language in front decides what the status bar says
+    }),
     vscode.window.onDidChangeTextEditorSelection((e) => sendFocus(e.textEditor)),
     vscode.workspace.onDidChangeConfiguration(async (e) => {
-      if (e.affectsConfiguration('specfill.server.path')) {
+      if (e.affectsConfiguration('specfill.server.path') || e.affectsConfiguration('specfill.server.shared')) {
         await vscode.commands.executeCommand('specfill.restartServer');
+      } else if (e.affectsConfiguration(SECTION)) {
+        changed();
       }
     }),
   );
-  poll = setInterval(refreshStatus, 2000);
+  poll = setInterval(changed, 2000);
   context.subscriptions.push({ dispose: () => poll && clearInterval(poll) });
   await startClient(context);
 }

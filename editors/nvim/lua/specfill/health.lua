@@ -31,8 +31,15 @@ function M.check()
   end
   health.ok('server executable: ' .. exe)
   local model = vim.tbl_get(specfill.settings, 'model', 'path') or ''
-  -- The same command with `check` for `serve`: it checks the model file and the build.
-  local args = vim.list_extend({ exe }, vim.list_slice(cmd, 2, cmd[#cmd] == 'serve' and #cmd - 1 or #cmd))
+  -- The same command with `check` for `serve` or `attach`: it checks the model file and the build.
+  local last = #cmd
+  for i = 2, #cmd do
+    if cmd[i] == 'serve' or cmd[i] == 'attach' then
+      last = i - 1
+      break
+    end
+  end
+  local args = vim.list_extend({ exe }, vim.list_slice(cmd, 2, last))
   table.insert(args, 'check')
   if model ~= '' then
     vim.list_extend(args, { '--model', model })
@@ -52,6 +59,11 @@ function M.check()
       local r = stats.result
       local report = r.state == 'ready' and health.ok or (r.state == 'loading' and health.info or health.error)
       report(('server running (client %s): %s %s'):format(client.id, r.state, r.model or ''))
+      if r.shared then
+        health.info(('shared server: %d session(s) use it (`specfill status` lists them)'):format(r.sessions or 0))
+      else
+        health.info('a server of its own (server.shared is false)')
+      end
       health.info('suggestions here: ' .. specfill.status())
     else
       health.warn('server running but not answering specfill/stats')

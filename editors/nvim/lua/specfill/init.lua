@@ -12,7 +12,7 @@ local install = require('specfill.install')
 
 -- Plugin options; every other top-level key is a server setting group from the schema.
 M.defaults = {
-  -- Command that starts the server; nil = { server.path or 'specfill', 'serve' }.
+  -- Command that starts the server; nil = { server.path or 'specfill', 'attach' } (server.shared; else 'serve').
   cmd = nil,
   -- Filetypes to attach to; nil = every file.
   filetypes = nil,
@@ -106,15 +106,28 @@ function M.command()
   if M.config.cmd then
     return M.config.cmd
   end
+  local exe
   local path = vim.tbl_get(M.settings, 'server', 'path')
   if path and path ~= '' then
-    return { path, 'serve' }
+    exe = path
+  elseif vim.fn.executable('specfill') == 1 then
+    exe = 'specfill'
+  else
+    local installed = install.installed()
+    exe = installed and installed.server or 'specfill'
   end
-  if vim.fn.executable('specfill') == 1 then
-    return { 'specfill', 'serve' }
+  local function setting(name)
+    local value = vim.tbl_get(M.settings, 'server', name)
+    if value == nil then
+      return schema['server.' .. name].default
+    end
+    return value
   end
-  local installed = install.installed()
-  return { installed and installed.server or 'specfill', 'serve' }
+  if not setting('shared') then
+    return { exe, 'serve' }
+  end
+  -- One server for every Neovim and VS Code window of this user and install.
+  return { exe, 'attach', '--idle-exit', tostring(setting('idleMinutes') * 60) }
 end
 
 --- Install or repair the server (see :help specfill-install); { sync = true } for build hooks.
@@ -242,6 +255,15 @@ function M.setup(opts)
         return vim.lsp.handlers['window/logMessage'](err, result, ctx)
       end,
     },
+    on_exit = function(code, signal)
+      if code ~= 0 and not M.stopping then
+        M.lost = true -- the next keystroke starts it again
+        vim.schedule(function()
+          vim.notify(('specfill: the server stopped (exit %d%s); the next keystroke starts it again'):format(
+            code, signal ~= 0 and (', signal ' .. signal) or ''), vim.log.levels.WARN)
+        end)
+      end
+    end,
     on_attach = function(client, bufnr)
       if M.config.builtin then
         vim.lsp.inline_completion.enable(true, { bufnr = bufnr })
@@ -252,6 +274,15 @@ function M.setup(opts)
   })
   vim.lsp.enable('specfill')
   set_keymaps(M.config.keymaps)
+  vim.api.nvim_create_autocmd('TextChangedI', {
+    group = vim.api.nvim_create_augroup('specfill-restart', { clear = true }),
+    callback = function()
+      if M.lost and not M.client() then
+        M.lost = false
+        M.restart()
+      end
+    end,
+  })
 end
 
 --- Changes server settings while running (workspace/didChangeConfiguration).
@@ -390,8 +421,12 @@ function M.show_log()
 end
 
 function M.restart()
+  M.stopping = true
   vim.lsp.enable('specfill', false)
-  vim.defer_fn(function() vim.lsp.enable('specfill') end, 500)
+  vim.defer_fn(function()
+    M.stopping = false
+    vim.lsp.enable('specfill')
+  end, 500)
 end
 
 M.ghost = ghost

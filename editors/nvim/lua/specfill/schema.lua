@@ -33,5 +33,7 @@ return {
   ["server.path"] = { type = "string", default = "", description = "the specfill executable the editors start; empty = the server the editor installed, else `specfill` on PATH (read by the editors, not the server)" },
   ["server.autoInstall"] = { type = "boolean", default = false, description = "install the server without asking when none is found (read by the editors)" },
   ["server.python"] = { type = "string", default = "", description = "the Python (3.11 or newer) the editors install the server with; empty = the first python3.13, python3.12, python3.11, python3 or python on PATH (read by the editors)" },
+  ["server.shared"] = { type = "boolean", default = true, description = "one server and one model for every editor window (`specfill attach`); false = a server per window (`specfill serve`) (read by the editors)" },
+  ["server.idleMinutes"] = { type = "number", default = 5.0, description = "the shared server exits this long after its last editor window closed (read by the editors, which pass it to `specfill attach`)", minimum = 0, maximum = 1440 },
   ["logLevel"] = { type = "string", default = "info", description = "server log level", enum = { "error", "warning", "info", "debug" } },
 }

@@ -1,0 +1,91 @@
+"""Real editors sharing one server: two Neovims and a VS Code window (code-server), each with
+the plugin's default command (`specfill attach`), one runtime folder."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from tests.editor_sample import SOURCE
+from tests.nvim_helpers import ghost, server_stats, start_nvim, wait_for, wait_ready
+from tests.shared_helpers import alive, kill_shared_servers
+from tests.vscode_helpers import CodeServer
+
+pytestmark = pytest.mark.editors
+
+SETUP = "{ completion = { budgetMs = 30000, minConfidence = 0 } }"
+
+
+def _shared_log(runtime) -> str:
+    (log,) = runtime.glob("specfill/*.log")
+    return log.read_text()
+
+
+def _pids(runtime) -> list[int]:
+    import re
+
+    return [int(p) for p in re.findall(r"listening on \S+ \(pid (\d+)", _shared_log(runtime))]
+
+
+def _type_and_see(nvim, path, typed="    return ") -> str:
+    nvim.command(f"edit {path}")
+    nvim.command("setlocal noautoindent nosmartindent indentexpr=")
+    wait_ready(nvim)
+    nvim.input(f"Go{typed}")
+    return ghost(nvim)
+
+
+def test_two_neovims_and_a_vscode_window_share_one_server(tmp_path):
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    folders = {name: tmp_path / name for name in ("nvim-a", "nvim-b", "vscode")}
+    for folder in folders.values():
+        folder.mkdir()
+        (folder / "shapes.py").write_text(SOURCE)
+    a = start_nvim(SETUP, runtime=runtime)
+    b = None
+    vscode = CodeServer(tmp_path / "code", {"specfill.completion.budgetMs": 30000})
+    vscode.runtime = runtime  # the same user's runtime folder: the same shared server
+    vscode.env["XDG_RUNTIME_DIR"] = str(runtime)
+    try:
+        assert _type_and_see(a, folders["nvim-a"] / "shapes.py").strip()
+        vscode.start(folders["vscode"])
+        result = vscode.drive(folders["vscode"], "shapes.py", "    return ", tmp_path / "shared-vscode.png")
+        assert result["ok"], result
+        b = start_nvim(SETUP, runtime=runtime)
+        assert _type_and_see(b, folders["nvim-b"] / "shapes.py").strip()
+
+        # One server, one model load, every editor a session of it.
+        assert len(_pids(runtime)) == 1
+        assert _shared_log(runtime).count("model loaded in") == 1
+        stats = server_stats(b)
+        assert stats["shared"] is True and stats["sessions"] == 3
+
+        # Closing one Neovim leaves the others served.
+        a.close()
+        a = None
+        wait_for(b, "(function() local r = require('specfill').client():request_sync('specfill/stats', {}, 2000);"
+                    " return r and r.result and r.result.sessions == 2 end)()", 30)
+        b.input("<Esc>Go    return ")
+        assert ghost(b).strip()
+
+        # A killed server: the plugin says so, and the next keystroke starts another.
+        (pid,) = _pids(runtime)
+        os.kill(pid, signal.SIGKILL)
+        wait_for(b, "require('specfill').lost == true and require('specfill').client() == nil", 30)
+        assert "the server stopped" in b.command_output("messages")
+        b.input("x")
+        wait_for(b, "require('specfill').client() ~= nil", 30)
+        assert wait_ready(b)["shared"] is True
+        b.input("<BS>")
+        assert ghost(b).strip()
+        first, second = _pids(runtime)
+        assert second != first and alive(second)
+    finally:
+        for nvim in (a, b):
+            if nvim is not None:
+                nvim.close()
+        vscode.stop()
+        kill_shared_servers(runtime)
