@@ -110,7 +110,8 @@ class LocalEngine:
         if full is None:
             return None
         held = self.places.prepare(self.engine, full.tokens)
-        prompt, short = self.planner.choose(req, full, held, self.costs.read, self.engine.held(SHORT))
+        prompt, short = self.planner.choose(req, full, held, self.costs.read, self.engine.held(SHORT),
+                                            others_waiting=self.schedule.waiting())
         if short:
             self.schedule.want(full.tokens)  # read in the background, so the next keystrokes use it
             # What the full sequence holds beyond this prompt is another place's (saved by prepare if

@@ -51,10 +51,14 @@ class PromptPlanner:
         self._short: OrderedDict[str, tuple[int, int]] = OrderedDict()  # path -> short prompt (start offset, tokens)
 
     def choose(self, req: Request, full: Prompt, held: int, rate: ReadRate,
-               short_held: Sequence[int]) -> tuple[Prompt, bool]:
+               short_held: Sequence[int], others_waiting: bool = False) -> tuple[Prompt, bool]:
         """(the prompt to answer from, whether it is the short one). `held`: tokens of the
-        full prompt the engine holds; `short_held`: what the short sequence holds."""
+        full prompt the engine holds; `short_held`: what the short sequence holds. With
+        `others_waiting` (requests queued behind this one) the wait allowed is a quarter: their
+        wait is this read too."""
         budget = req.settings.completion.prompt_budget_ms
+        if others_waiting:
+            budget //= 4
         unread = len(full.tokens) - held
         quick = None
         if budget and rate.ms(held, unread) > budget:

@@ -43,6 +43,11 @@ class ReadAhead:
         """The model thread starts what was submitted."""
         self.started += 1
 
+    def waiting(self) -> bool:
+        """Work submitted and not started: another session's request (the shared server),
+        or a newer keystroke that is about to supersede what runs."""
+        return self.submitted != self.started
+
     def moved(self) -> int:
         """The cursor landed somewhere else (didFocus): a read of the place left stops."""
         self.focus += 1

@@ -33,7 +33,6 @@ log = logging.getLogger("specfill")
 ACCEPT_COMMAND = "specfill.didAccept"
 CHUNK_REGION = 8  # lines: an edit this far from the last chunk's makes a new chunk
 CHUNK_REFRESH_S = 2.0  # else the chunk is refreshed at most this often
-RELATED_SPARE = 4  # related workspace files asked beyond the two used, for those context.exclude leaves out
 
 
 class SpecfillServer(LanguageServer):
@@ -76,8 +75,9 @@ class SpecfillServer(LanguageServer):
             out += [ContextFile(docs[u].path or u, docs[u].source) for u in order]
         if settings.context.workspace and self.index is not None:
             this = docs[uri].path if uri in docs else ""
-            related = self.index.related(this, near, n=2 + RELATED_SPARE, exclude=[c.path for c in out])
-            out += [ContextFile(str(f.path), f.text) for f in related if not excluded(str(f.path), kept_out)][:2]
+            related = self.index.related(this, near, n=2, exclude=[c.path for c in out],
+                                         skip=lambda p: excluded(p, kept_out))
+            out += [ContextFile(str(f.path), f.text) for f in related]
         return tuple(c for c in out if not excluded(c.path, kept_out))
 
     def note_edit(self, uri: str, line: int) -> None:

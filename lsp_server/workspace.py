@@ -12,7 +12,7 @@ import logging
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -248,9 +248,11 @@ class WorkspaceIndex:
                     self._texts.popitem(last=False)
         return text
 
-    def related(self, path: str, near: str, n: int = 2, exclude: Iterable[str] = ()) -> list[IndexedFile]:
+    def related(self, path: str, near: str, n: int = 2, exclude: Iterable[str] = (),
+                skip: Callable[[str], bool] = lambda path: False) -> list[IndexedFile]:
         """The `n` files most like the text `near` the cursor (most distinct identifiers
-        shared), same extension first; never `path` itself or the `exclude`d (open) ones."""
+        shared), same extension first; never `path` itself, the `exclude`d (open) ones or those
+        `skip` names (kept out of prompts: their text is never read)."""
         if self._thread is None and self._built != self._changes:
             self.rebuild()
         table = self._table
@@ -271,6 +273,8 @@ class WorkspaceIndex:
         for i in np.argsort(-score, kind="stable"):
             if score[i] <= 0:
                 break
+            if skip(str(table.paths[i])):
+                continue
             if (text := self.text(table.paths[i])) is not None:  # a file gone since is passed over
                 out.append(IndexedFile(table.paths[i], text))
                 if len(out) == n:

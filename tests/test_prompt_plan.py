@@ -48,6 +48,16 @@ def test_a_prompt_read_within_the_budget_answers_whole(planner):
     assert planner.choose(req, full, 0, RATE, []) == (full, False)
 
 
+def test_with_requests_queued_behind_it_a_prompt_gets_a_quarter_of_the_budget(planner):
+    """The shared server: another window's request waits for this read too."""
+    req = request(LONG[:800])
+    full = planner.full(req)
+    assert 75 < len(full.tokens) <= 300  # within the budget, over a quarter of it
+    assert planner.choose(req, full, 0, RATE, []) == (full, False)
+    prompt, short = planner.choose(req, full, 0, RATE, [], others_waiting=True)
+    assert short and len(prompt.tokens) < len(full.tokens)
+
+
 def test_a_prompt_over_the_budget_is_answered_one_line_from_the_nearest_lines(planner, vocab):
     req = request(LONG)
     full = planner.full(req)

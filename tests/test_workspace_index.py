@@ -112,6 +112,20 @@ def test_related_prefers_the_same_extension_then_more_shared_identifiers(tmp_pat
         == ["a.js"]
 
 
+def test_related_passes_over_files_kept_out_and_takes_the_next(tmp_path):
+    (tmp_path / "secrets.py").write_text("render_widget(frame_count, pixel_ratio, layout_tree)\n")
+    (tmp_path / "b.py").write_text("render_widget(frame_count)\n")
+    (tmp_path / "c.py").write_text("render_widget(frame_count, pixel_ratio)\n")
+    index = WorkspaceIndex([tmp_path])
+    index.scan()
+    read = []
+    index.text = lambda path: read.append(path.name) or path.read_text()  # type: ignore[method-assign]
+    near = "render_widget(frame_count, pixel_ratio, layout_tree)"
+    got = index.related(str(tmp_path / "main.py"), near, n=2, skip=lambda p: "secret" in p)
+    assert [f.path.name for f in got] == ["c.py", "b.py"]
+    assert "secrets.py" not in read  # its text is never read
+
+
 def test_a_changed_or_deleted_file_is_scored_and_read_as_it_is_now(tmp_path):
     (tmp_path / "old.py").write_text("def shared_helper_name(alpha_value):\n    return alpha_value\n")
     (tmp_path / "other.py").write_text("shared_helper_name = None\n")
