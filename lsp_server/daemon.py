@@ -90,6 +90,9 @@ class Daemon:
             while self.connections or time.monotonic() - self.last_session_end < self.idle_exit_s:
                 await asyncio.sleep(IDLE_CHECK_S)
             log.info("no session for %.0f s: exiting", self.idle_exit_s)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)  # an editor starting from now on starts another server
+            self.inode = 0
         for worker, _ in self.engines.workers():
             worker.shutdown()
 
@@ -107,5 +110,5 @@ def main(path: str, idle_exit_s: float) -> int:
     finally:
         with contextlib.suppress(FileNotFoundError):
             if os.stat(daemon.path).st_ino == daemon.inode:
-                os.unlink(path)
+                os.unlink(daemon.path)
     return 0
