@@ -71,9 +71,13 @@ async def shared_status(client: LanguageClient) -> dict:
     return _plain(await client.protocol.send_request_async("specfill/sharedStatus", {}))
 
 
-def kill_shared(runtime: str) -> None:
-    """The shared servers started under a runtime folder (a bench's own)."""
-    for log in Path(runtime).glob("specfill/*.log"):
-        for pid in re.findall(r"listening on \S+ \(pid (\d+)", log.read_text()):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(pid), signal.SIGTERM)
+def shared_server_pids(runtime: str | Path) -> list[int]:
+    """The shared servers started under a runtime folder (a bench's own), from their logs."""
+    return [int(pid) for log in Path(runtime).glob("specfill/*.log")
+            for pid in re.findall(r"listening on \S+ \(pid (\d+)", log.read_text())]
+
+
+def kill_shared(runtime: str | Path) -> None:
+    for pid in shared_server_pids(runtime):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)

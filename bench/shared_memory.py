@@ -9,14 +9,13 @@ runtime folder, so its shared server is its own; everything started is stopped a
 from __future__ import annotations
 
 import os
-import re
 import shutil
-import signal
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from bench.lsp_client import kill_shared, shared_server_pids
 from bench.machine import cpu_flags
 from bench.memory import rss_mb
 
@@ -51,8 +50,7 @@ def _specfill_pids(nvims, runtime: Path) -> list[int]:
     pids = set()
     for nvim in nvims:
         pids.update(_children(nvim.exec_lua("return vim.fn.getpid()")))
-    for log in runtime.glob("specfill/*.log"):
-        pids.update(int(p) for p in re.findall(r"\(pid (\d+)", log.read_text()))
+    pids.update(shared_server_pids(runtime))
     return sorted(pids)
 
 
@@ -94,12 +92,7 @@ def measure(windows: int, shared: bool) -> dict:
         finally:
             for nvim in nvims:
                 nvim.close()
-            for log in runtime.glob("specfill/*.log"):
-                for pid in re.findall(r"listening on \S+ \(pid (\d+)", log.read_text()):
-                    try:
-                        os.kill(int(pid), signal.SIGTERM)
-                    except ProcessLookupError:
-                        pass
+            kill_shared(runtime)
 
 
 def main(counts: list[int]) -> int:

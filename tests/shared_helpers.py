@@ -38,7 +38,7 @@ def daemon_log(env: dict) -> str:
 
 def daemon_pids(env: dict) -> list[int]:
     """Every shared server started for this runtime folder, in order."""
-    return [int(p) for p in re.findall(r"listening on \S+ \(pid (\d+)", daemon_log(env))]
+    return server_pids(Path(env["XDG_RUNTIME_DIR"]))
 
 
 def alive(pid: int) -> bool:
@@ -57,12 +57,16 @@ def kill_daemons(env: dict) -> None:
     kill_shared_servers(Path(env["XDG_RUNTIME_DIR"]))
 
 
+def server_pids(runtime: Path) -> list[int]:
+    """Every shared server started under this runtime folder (an editor's, a test's), in order."""
+    return [int(pid) for log in sorted(runtime.glob("specfill/*.log"))
+            for pid in re.findall(r"listening on \S+ \(pid (\d+)", log.read_text())]
+
+
 def kill_shared_servers(runtime: Path) -> None:
-    """Every shared server started under this runtime folder (an editor's, a test's)."""
-    for log in runtime.glob("specfill/*.log"):
-        for pid in re.findall(r"listening on \S+ \(pid (\d+)", log.read_text()):
-            if alive(int(pid)):
-                os.kill(int(pid), signal.SIGKILL)
+    for pid in server_pids(runtime):
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
 
 
 def wait_until(check, timeout: float, what: str):

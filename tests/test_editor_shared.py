@@ -10,7 +10,7 @@ import pytest
 
 from tests.editor_sample import SOURCE
 from tests.nvim_helpers import ghost, server_stats, start_nvim, wait_for, wait_ready
-from tests.shared_helpers import alive, kill_shared_servers
+from tests.shared_helpers import alive, kill_shared_servers, server_pids
 from tests.vscode_helpers import CodeServer
 
 pytestmark = pytest.mark.editors
@@ -21,12 +21,6 @@ SETUP = "{ completion = { budgetMs = 30000, minConfidence = 0 } }"
 def _shared_log(runtime) -> str:
     (log,) = runtime.glob("specfill/*.log")
     return log.read_text()
-
-
-def _pids(runtime) -> list[int]:
-    import re
-
-    return [int(p) for p in re.findall(r"listening on \S+ \(pid (\d+)", _shared_log(runtime))]
 
 
 def _type_and_see(nvim, path, typed="    return ") -> str:
@@ -58,7 +52,7 @@ def test_two_neovims_and_a_vscode_window_share_one_server(tmp_path):
         assert _type_and_see(b, folders["nvim-b"] / "shapes.py").strip()
 
         # One server, one model load, every editor a session of it.
-        assert len(_pids(runtime)) == 1
+        assert len(server_pids(runtime)) == 1
         assert _shared_log(runtime).count("model loaded in") == 1
         stats = server_stats(b)
         assert stats["shared"] is True and stats["sessions"] == 3
@@ -72,7 +66,7 @@ def test_two_neovims_and_a_vscode_window_share_one_server(tmp_path):
         assert ghost(b).strip()
 
         # A killed server: the plugin says so, and the next keystroke starts another.
-        (pid,) = _pids(runtime)
+        (pid,) = server_pids(runtime)
         os.kill(pid, signal.SIGKILL)
         wait_for(b, "require('specfill').lost == true and require('specfill').client() == nil", 30)
         assert "the server stopped" in b.command_output("messages")
@@ -81,7 +75,7 @@ def test_two_neovims_and_a_vscode_window_share_one_server(tmp_path):
         assert wait_ready(b)["shared"] is True
         b.input("<BS>")
         assert ghost(b).strip()
-        first, second = _pids(runtime)
+        first, second = server_pids(runtime)
         assert second != first and alive(second)
     finally:
         for nvim in (a, b):

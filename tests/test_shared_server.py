@@ -4,6 +4,7 @@ a real daemon on a Unix socket, the real model."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import signal
@@ -125,8 +126,6 @@ def _status_over(stdin_stdout: subprocess.Popen) -> int:
     while (line := out.readline()) not in (b"\r\n", b""):
         if line.lower().startswith(b"content-length:"):
             length = int(line.split(b":")[1])
-    import json
-
     return json.loads(out.read(length))["result"]["pid"]
 
 

@@ -1,4 +1,5 @@
-// specfill for VS Code: starts `specfill serve`, shows its inline suggestions, and a status
+// specfill for VS Code: starts the language server (`specfill attach`, which joins the shared
+// server; `specfill serve` with server.shared off), shows its inline suggestions, and a status
 // bar item with the model state, the last latency and the acceptance rate; clicking it opens
 // the controls (per language, snooze, on/off).
 import * as fs from 'fs';
