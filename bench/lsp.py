@@ -16,18 +16,21 @@ Variants (`--variant name=JSON`) run the same cases on a fresh server each, in o
 server (`specfill attach`) or, with `--separate`, a server each; figures per session and the
 total resident memory of the server processes.
 `--workspace DIR` opens the server on that folder, as an editor does, and starts typing once it
-is indexed (the cases' own files should not be in it: the index would hand the server the text
-being typed).
+is indexed; when the cases' own files are in it, on a copy without them (the index would hand
+the server the text being typed).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,6 +42,10 @@ from bench.memory import peak_rss_mb, rss_mb
 from bench.workload import load_workload
 from lsp_server.positions import utf16_position
 from lsp_server.stats import pct
+
+LANGUAGE_IDS = {".py": "python", ".js": "javascript", ".ts": "typescript", ".go": "go", ".rs": "rust", ".c": "c",
+                ".h": "c", ".cc": "cpp", ".cpp": "cpp", ".java": "java", ".lua": "lua", ".rb": "ruby",
+                ".sh": "shellscript"}
 
 
 def continues(suggestion: str, rest: str) -> bool:
@@ -74,8 +81,9 @@ async def _case(client, n: int, case: dict, key_ms: float, tally: Tally, warm: b
                 accept: bool) -> None:
     uri = Path(f"/tmp/specfill-bench-lsp/{n}/{Path(case['path']).name}").as_uri()
     text = case["prefix"] + case["suffix"]
+    language = LANGUAGE_IDS.get(Path(case["path"]).suffix, "plaintext")
     client.text_document_did_open(types.DidOpenTextDocumentParams(
-        text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)))
+        text_document=types.TextDocumentItem(uri=uri, language_id=language, version=1, text=text)))
     version = 1
 
     def request(prefix: str):
@@ -247,6 +255,8 @@ def _report(tally: Tally, stats: dict, cases: list[dict], key_ms: float, setting
         "shown": tally.shown / k, "useful": tally.useful / k,
         "precision": tally.useful / tally.shown if tally.shown else 0.0,
         "saved": tally.saved_chars / tally.chars if tally.chars else 0.0, "accepts": tally.accepts,
+        # keys a Tab-typist did not press: characters Tab took, less the Tab presses
+        "keys_saved": (tally.saved_chars - tally.accepts) / tally.chars if tally.chars else 0.0,
         "errors": tally.errors + stats["errors"],
         "connections_per_100_keystrokes": 100 * remote.get("connections", 0) / k if remote else None,
         "server": {key: stats.get(key) for key in (
@@ -256,11 +266,28 @@ def _report(tally: Tally, stats: dict, cases: list[dict], key_ms: float, setting
     }
 
 
+@contextlib.contextmanager
+def without_cases(workspace: str | None, cases: list[dict]) -> Iterator[tuple[str | None, int]]:
+    """(the folder to open the server on, how many case files were left out): `workspace`
+    itself, or a temporary copy without the cases' own files when some are in it."""
+    root = Path(workspace).resolve() if workspace else None
+    inside = {p for c in cases if root and (p := Path(c["path"]).resolve()).is_relative_to(root)}
+    if root is None or not inside:
+        yield workspace, 0
+        return
+    with tempfile.TemporaryDirectory(prefix="specfill-bench-ws-") as tmp:
+        copy = Path(tmp) / root.name
+        shutil.copytree(root, copy, symlinks=True,
+                        ignore=lambda d, names: [n for n in names if Path(d).resolve() / n in inside])
+        yield str(copy), len(inside)
+
+
 def _print(name: str, r: dict) -> None:
     f, w, lat = r["first_suggestion_ms"], r["warm_latency_ms"], r["latency_ms"]
     print(f"{name:<16}{r['first_answer_ms']['p95']:>10.0f}{f['p50']:>7.0f}{f['p95']:>7.0f}{f['max']:>7.0f}{f['never']:>5d}"
           f"{w['p50']:>7.0f}{w['p95']:>7.0f}{lat['p50']:>7.0f}{lat['p95']:>7.0f}{lat['p99']:>7.0f}"
-          f"{r['shown']:>7.2f}{r['useful']:>7.2f}{r['precision']:>7.2f}{r['saved']:>7.2f}{r['errors']:>5d}")
+          f"{r['shown']:>7.2f}{r['useful']:>7.2f}{r['precision']:>7.2f}{r['saved']:>7.2f}{r['keys_saved']:>6.2f}"
+          f"{r['server_peak_rss_mb'] if 'server_peak_rss_mb' in r else 0:>6.0f}{r['errors']:>5d}")
 
 
 def _together(sessions: int, separate: bool) -> str:
@@ -273,11 +300,19 @@ def main(workload: str, key_ms: float, json_out: str | None, settings: dict | No
          variants: list[tuple[str, dict]] = (), warm: bool = False, focus: bool = False, accept: bool = False,
          workspace: str | None = None, sessions: int = 1, separate: bool = False) -> int:
     cases = load_workload(workload)
+    with without_cases(workspace, cases) as (folder, left_out):
+        return _main(cases, workload, key_ms, json_out, settings, variants, warm, focus, accept, folder,
+                     sessions, separate, f" (a copy without the cases' {left_out} files)" if left_out else "")
+
+
+def _main(cases: list[dict], workload: str, key_ms: float, json_out: str | None, settings: dict | None,
+          variants: list[tuple[str, dict]], warm: bool, focus: bool, accept: bool, workspace: str | None,
+          sessions: int, separate: bool, copied: str) -> int:
     runs = [("default", settings or {}), *variants]
     reports = {}
     print(f"{len(cases)} cases from {workload} at {key_ms:.0f} ms a key, {'warm' if warm else 'cold'} landing"
           f"{', didFocus at open' if focus else ''}{', typist accepts' if accept else ''}"
-          f"{f', workspace {workspace}' if workspace else ''}"
+          f"{f', workspace {workspace}{copied}' if workspace else ''}"
           f"{_together(sessions, separate)}; "
           f"{os.cpu_count()} cores, CPU flags: {cpu_flags()}")
     if sessions > 1:
@@ -295,7 +330,7 @@ def main(workload: str, key_ms: float, json_out: str | None, settings: dict | No
           + (f"{first['workspace_files']} workspace files indexed, " if workspace else "") + rss)
     print(f"{'':<16}{'1st answer':>10}{'first suggestion ms':>26}{'warm ms':>14}{'all requests ms':>21}")
     print(f"{'variant':<16}{'p95':>10}{'p50':>7}{'p95':>7}{'max':>7}{'none':>5}{'p50':>7}{'p95':>7}{'p50':>7}{'p95':>7}"
-          f"{'p99':>7}{'shown':>7}{'useful':>7}{'prec.':>7}{'saved':>7}{'err':>5}")
+          f"{'p99':>7}{'shown':>7}{'useful':>7}{'prec.':>7}{'saved':>7}{'keys':>6}{'RSS':>6}{'err':>5}")
     for name, r in reports.items():
         _print(name, r)
     if json_out:

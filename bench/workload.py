@@ -2,7 +2,9 @@
 
 kinds: `fim` a random line is the middle; `edit` a line with a near-twin among the 60 lines
 above (repetitive code); `copy` a line of 20+ characters that stands verbatim within the
-200 lines above (boilerplate). The cursor always sits after the line's indentation.
+200 lines above (boilerplate); `crossfile` a line of code using a name that nothing above it in its
+file mentions and one to three other files of the folder define (only the folder can tell the model).
+The cursor always sits after the line's indentation.
 """
 
 from __future__ import annotations
@@ -10,14 +12,26 @@ from __future__ import annotations
 import difflib
 import json
 import random
-from collections.abc import Iterator
+import re
+from collections import defaultdict
+from collections.abc import Container, Iterator
 from pathlib import Path
 
 from lsp_server.workspace import decode_text
 
 CODE_SUFFIXES = {".py", ".js", ".ts", ".go", ".rs", ".c", ".h", ".cc", ".cpp", ".java", ".lua", ".rb", ".sh"}
 MAX_FILE_BYTES = 512_000
-KINDS = ("fim", "edit", "copy")
+KINDS = ("fim", "edit", "copy", "crossfile")
+# A definition's name, in the languages workloads are cut from: def/class (Python), function/
+# class/const/let/var (JavaScript, TypeScript), func/type (Go), fn/struct/enum/trait (Rust).
+# A top-level assignment (a module's constant) defines its name too.
+DEFINITION = re.compile(r"^(?:[ \t]*(?:(?:export|default|async|pub)\s+)*"
+                        r"(?:def|class|function|const|let|var|func|type|fn|struct|enum|trait)\s+"
+                        r"(?:\([^)]*\)\s*)?([A-Za-z_][A-Za-z0-9_]{5,})|([A-Za-z_][A-Za-z0-9_]{5,})\s*[:=][^=])",
+                        re.MULTILINE)
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{5,}")
+COMMENT = ("#", "//", "/*", "*", '"""', "'''")  # a comment's words are not code using a name
+SPECIFIC = 3  # a name more files define than this is a common word (read, close), not an API
 
 
 def source_files(root: Path) -> list[Path]:
@@ -49,8 +63,15 @@ def _near_twin(line: str, above: list[str]) -> bool:
     return False
 
 
-def eligible_lines(lines: list[str], kind: str) -> Iterator[int]:
-    """Indexes of lines that make a case of this kind."""
+def defined_names(text: str) -> set[str]:
+    """Names a file defines, at a line's start (at any depth: methods too)."""
+    return {a or b for a, b in DEFINITION.findall(text)}
+
+
+def eligible_lines(lines: list[str], kind: str, elsewhere: Container[str] = ()) -> Iterator[int]:
+    """Indexes of lines that make a case of this kind; `elsewhere`: for crossfile, the names
+    other files of the folder define."""
+    seen: set[str] = set()
     for i, line in enumerate(lines):
         s = line.strip()
         if kind == "fim":
@@ -63,6 +84,11 @@ def eligible_lines(lines: list[str], kind: str) -> Iterator[int]:
         elif kind == "copy":
             if len(s) >= 20 and any(x.strip() == s for x in lines[max(0, i - 200):i]):
                 yield i
+        elif kind == "crossfile":
+            names = set(NAME.findall(line))
+            if len(s) >= 10 and not s.startswith(COMMENT) and any(n in elsewhere and n not in seen for n in names):
+                yield i
+            seen |= names
 
 
 def make_case(path: Path, text: str, lines: list[str], i: int, kind: str, case_id: str) -> dict:
@@ -81,6 +107,7 @@ def build_workload(root: Path, kind: str, n: int, seed: int) -> list[dict]:
         raise ValueError(f"unknown kind {kind!r}; one of {', '.join(KINDS)}")
     rng = random.Random(seed)
     files = source_files(root)
+    definers = _definers(files) if kind == "crossfile" else {}
     rng.shuffle(files)
     cases: list[dict] = []
     for path in files:
@@ -88,12 +115,23 @@ def build_workload(root: Path, kind: str, n: int, seed: int) -> list[dict]:
         if text is None:
             continue
         lines = text.split("\n")
-        picks = list(eligible_lines(lines, kind))
+        elsewhere = {n for n, where in definers.items() if where - {path} and len(where) <= SPECIFIC} \
+            - defined_names(text)
+        picks = list(eligible_lines(lines, kind, elsewhere))
         for i in rng.sample(picks, min(2, len(picks))):
             cases.append(make_case(path, text, lines, i, kind, f"{kind}-{len(cases):04d}"))
             if len(cases) == n:
                 return cases
     return cases
+
+
+def _definers(files: list[Path]) -> dict[str, set[Path]]:
+    """Each defined name and the files that define it."""
+    where: dict[str, set[Path]] = defaultdict(set)
+    for path in files:
+        for name in defined_names(_read(path) or ""):
+            where[name].add(path)
+    return where
 
 
 def main(root: str, kind: str, n: int, seed: int, out: str | None) -> int:

@@ -316,7 +316,7 @@ def _add_bench_commands(sub) -> None:
 
     p = sub.add_parser("workload", help="write completion cases cut from real files (JSONL)")
     p.add_argument("--from", dest="source", required=True, help="folder of source files")
-    p.add_argument("--kind", choices=["fim", "edit", "copy"], default="fim")
+    p.add_argument("--kind", choices=["fim", "edit", "copy", "crossfile"], default="fim")
     p.add_argument("--n", type=int, default=30)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", help="file to write (default: stdout)")

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from lsp_server.engines import Request
 from lsp_server.postprocess import wants_single_line
 from prompts import FAMILIES, ContextFile, PromptError, build_prompt, prompt_tokens
-from prompts.excerpt import nearest_lines, prefix_excerpt, suffix_excerpt
+from prompts.excerpt import nearest_lines, other_files_excerpt, prefix_excerpt, suffix_excerpt
 from prompts.heal import heal_split
 from speculative.cost_model import ReadRate
 from speculative.decode import clamp_max_tokens
@@ -25,8 +25,6 @@ from speculative.engine import FULL, SHORT, common_prefix
 from speculative.heal import Heal, PieceIndex
 from speculative.vocab import Vocab
 
-CONTEXT_FILES = 2  # context files (the most useful first: see SpecfillServer.other_documents) in the prompt
-CONTEXT_CHARS = 1000  # of each, in the prompt
 READ_CHUNK = 32  # tokens a background read evaluates between looks at waiting requests (one ubatch)
 MIN_SHORT_TOKENS = 48  # the least a short prompt holds: fewer say too little
 CHARS_PER_TOKEN = 2.5  # of code, on the low side: a short prompt of N tokens' chars stays under N
@@ -47,7 +45,7 @@ class PromptPlanner:
     def __init__(self, vocab: Vocab, family: str, n_ctx: int, pieces: PieceIndex) -> None:
         self.vocab, self.family, self.n_ctx, self.pieces = vocab, family, n_ctx, pieces
         self._all_pieces = vocab.pieces()
-        self._pins: OrderedDict[tuple[str, int], tuple[ContextFile, ...]] = OrderedDict()
+        self._pins: OrderedDict[tuple[str, int, int], tuple[ContextFile, ...]] = OrderedDict()
         self._short: OrderedDict[str, tuple[int, int]] = OrderedDict()  # path -> short prompt (start offset, tokens)
 
     def choose(self, req: Request, full: Prompt, held: int, rate: ReadRate,
@@ -72,7 +70,8 @@ class PromptPlanner:
         return replace(quick, stop=quick.stop + ("\n",)), True  # one line, then back to the full prompt
 
     def full(self, req: Request) -> Prompt | None:
-        prefix, suffix = prefix_excerpt(req.prefix), suffix_excerpt(req.suffix)
+        c = req.settings.context
+        prefix, suffix = prefix_excerpt(req.prefix, c.prefix_chars), suffix_excerpt(req.suffix, c.suffix_chars)
         return self._tokens(req, prefix, suffix, self._context(req, prefix), FULL)
 
     def short(self, req: Request, budget_tokens: int) -> Prompt | None:
@@ -118,9 +117,10 @@ class PromptPlanner:
     def _context(self, req: Request, prefix: str) -> list[ContextFile]:
         """Other files' text, pinned per place: a prompt whose context changed must be read
         again from its start, and context changes with every edit elsewhere."""
-        key = (req.path, len(req.prefix) - len(prefix))
+        chars = req.settings.context.other_files_chars
+        key = (req.path, len(req.prefix) - len(prefix), chars)
         if key not in self._pins:
-            self._pins[key] = tuple(ContextFile(o.path, o.text[-CONTEXT_CHARS:]) for o in req.others[:CONTEXT_FILES])
+            self._pins[key] = tuple(other_files_excerpt(req.others, chars))
             while len(self._pins) > PINNED:
                 self._pins.popitem(last=False)
         self._pins.move_to_end(key)

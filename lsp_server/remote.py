@@ -33,10 +33,9 @@ import httpx
 
 from lsp_server.engines import Completion, Request
 from lsp_server.postprocess import wants_single_line
-from lsp_server.prompt_plan import CONTEXT_CHARS, CONTEXT_FILES
 from lsp_server.settings import RemoteSettings, Settings
 from prompts import FAMILIES, ContextFile, build_prompt
-from prompts.excerpt import prefix_excerpt, suffix_excerpt
+from prompts.excerpt import other_files_excerpt, prefix_excerpt, suffix_excerpt
 from speculative.decode import GenerationResult
 from speculative.output import cut_at_stop
 
@@ -325,10 +324,11 @@ class RemoteCompletion:
         if req.cancel.is_set():
             return None
         s = req.settings
-        prefix, suffix = prefix_excerpt(req.prefix), suffix_excerpt(req.suffix)
+        c = s.context
+        prefix, suffix = prefix_excerpt(req.prefix, c.prefix_chars), suffix_excerpt(req.suffix, c.suffix_chars)
         single = wants_single_line(suffix.split("\n", 1)[0], s.completion.multiline)
         stop = FAMILIES[s.model.remote.template].stop + (("\n",) if single else ())
-        context = [ContextFile(o.path, o.text[-CONTEXT_CHARS:]) for o in req.others[:CONTEXT_FILES]]
+        context = other_files_excerpt(req.others, c.other_files_chars)
         return Completion.of(self.remote.generate(
             prefix, suffix, req.path, context, max_tokens=s.completion.max_tokens, stop=stop,
             budget_s=s.completion.budget_ms / 1000, cancel=req.cancel, on_text=req.on_text))

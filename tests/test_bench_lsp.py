@@ -3,8 +3,9 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
-from bench.lsp import continues
+from bench.lsp import continues, without_cases
 
 
 def test_continues_judges_the_first_line_against_what_is_typed_next():
@@ -40,3 +41,15 @@ def test_bench_lsp_reports_the_schema_with_no_errors(tmp_path):
     assert len(first["texts"]) == len(first["cases"]) == 1
     assert first["one_char"] == sum(len(t.strip()) == 1 for t in first["texts"])
     assert bool(first["texts"][0].strip()) == (first["never"] == 0)
+
+
+def test_a_workspace_holding_the_cases_files_is_opened_as_a_copy_without_them(tmp_path):
+    ws = tmp_path / "ws"
+    (ws / "pkg").mkdir(parents=True)
+    (ws / "pkg" / "typed.py").write_text("x = 1\n")
+    (ws / "pkg" / "other.py").write_text("y = 2\n")
+    with without_cases(str(ws), [{"path": str(ws / "pkg" / "typed.py")}]) as (folder, left_out):
+        assert left_out == 1 and folder != str(ws)
+        assert sorted(p.name for p in Path(folder).rglob("*.py")) == ["other.py"]
+    with without_cases(str(ws), [{"path": "elsewhere.py"}]) as (folder, left_out):
+        assert (folder, left_out) == (str(ws), 0)

@@ -102,6 +102,28 @@ def test_context_is_pinned_per_place_until_forgotten(planner):
         assert planner.full(request(text, others=two)).tokens != first.tokens
 
 
+def test_the_prompt_holds_as_much_before_the_cursor_and_of_other_files_as_the_settings_say(planner, vocab):
+    others = (ContextFile("near.py", "A" * 3000 + "near_end = 1\n"), ContextFile("far.py", "far_end = 2\n"),
+              ContextFile("third.py", "third_end = 3\n"))
+
+    def text(prefix_chars: int, other_chars: int) -> str:
+        req = request(LONG, others=others)
+        req.settings.context.prefix_chars, req.settings.context.other_files_chars = prefix_chars, other_chars
+        prompt = planner.full(req)
+        assert prompt is not None
+        return vocab.detokenize(prompt.tokens)
+
+    small, big = text(1000, 0), text(4000, 0)
+    assert len(small) <= 1100 and len(big) >= 2000  # at least half of each setting is kept
+    assert small[-300:] in LONG[-1000:] and big[-300:] in LONG[-1000:]
+    assert "near_end" not in big and "far.py" not in big
+    if planner.family == "prefix-only":  # no file separators: other files never enter the prompt
+        return
+    both = text(4000, 2000)
+    assert "near_end" in both and "far_end" in both and "third_end" not in both  # the two most useful
+    assert "A" * 1000 not in both  # each its share, from its end
+
+
 def test_a_half_typed_word_is_written_again_by_the_model(planner):
     prompt = planner.full(request("def area(width, height):\n    return wi"))
     assert prompt.heal.strip() == b"wi" and planner.heal(prompt.heal) is not None

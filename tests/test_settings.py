@@ -48,7 +48,7 @@ def test_schema_lists_every_setting_with_type_default_and_description():
     assert sch["specfill.context.openFiles"]["type"] == "boolean"
     assert sch["specfill.model.remote.kind"]["enum"] == ["llama-server", "openai"]
     assert sch["specfill.completion.minConfidence"]["type"] == "number"
-    assert len(sch) == 35 and all(v["description"] for v in sch.values())
+    assert len(sch) == 38 and all(v["description"] for v in sch.values())
     assert sch["specfill.context.exclude"]["items"] == {"type": "string"}
     assert sch["specfill.completion.languages"]["additionalProperties"] == {"type": "boolean"}
 

@@ -31,6 +31,19 @@ def test_cases_reassemble_their_file_and_have_the_kinds_property(kind):
             assert case["middle"].strip() not in [ln.strip() for ln in above[-60:]]
 
 
+def test_a_crossfile_case_uses_a_name_only_another_file_of_the_folder_defines(tmp_path):
+    (tmp_path / "shapes.py").write_text("class Rectangle:\n    pass\n\n\ndef area_of(shape):\n    return 0\n")
+    (tmp_path / "main.py").write_text(
+        "import shapes\n\n\ndef main():\n    total = 0\n    box = shapes.Rectangle()\n"
+        "    total += shapes.area_of(box)\n    return total + 1000\n\n\ndef helper_local():\n    return main()\n"
+        "\n\nvalue = helper_local()\n")
+    cases = build_workload(tmp_path, "crossfile", 10, seed=1)
+    # Rectangle's line, then area_of's line (Rectangle and box are known by then); never a
+    # line whose names its own file defines (helper_local) or no file defines (total)
+    assert sorted(c["middle"] for c in cases) == ["box = shapes.Rectangle()", "total += shapes.area_of(box)"]
+    assert all(Path(c["path"]).name == "main.py" for c in cases)
+
+
 def test_same_seed_same_cases_and_binary_files_skipped(tmp_path):
     (tmp_path / "a.py").write_text("x = 1\n" * 5 + "def f():\n    return 1\n")
     (tmp_path / "b.py").write_bytes(b"\x00\x01 binary \x00" * 10)
