@@ -110,13 +110,16 @@ def test_next_asks_for_candidates_and_cycles_through_them(nvim):
     first = ghost(nvim)
     nvim.input("<M-]>")  # one suggestion shown: ask the server for candidates (Invoked)
     n = wait_for(nvim, "require('specfill').ghost.candidates() > 1 and require('specfill').ghost.candidates()")
-    assert ghost(nvim) == first  # the greedy suggestion stays first
+    # The greedy suggestion stays first: whole, where the shown one was cut at a doubted token
+    # (how sure the model is of a token is one CPU's arithmetic; candidates are not cut).
+    top = ghost(nvim)
+    assert top.startswith(first)
     nvim.input("<M-]>")
     second = wait_for(nvim, "require('specfill').ghost.current() ~= ... and require('specfill').ghost.current()",
-                      10, first)
-    assert second != first and n >= 2
+                      10, top)
+    assert second != top and n >= 2
     nvim.input("<M-[>")
-    wait_for(nvim, "require('specfill').ghost.current() == ...", 10, first)
+    wait_for(nvim, "require('specfill').ghost.current() == ...", 10, top)
 
 
 def test_accept_line_takes_the_first_line_and_dismiss_hides_the_rest(nvim):
