@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from prompts.excerpt import OTHER_FILES_CHARS, PREFIX_CHARS, SUFFIX_CHARS
 from prompts.templates import FAMILIES
 
 
@@ -101,14 +102,15 @@ class ContextSettings:
                                   "and text for prompt lookup")
     workspace: bool = _opt(True, "files of the workspace folders (.gitignore respected; binary, huge and "
                                  "out-of-workspace files never read), kept current with watchfiles: context as above")
-    prefix_chars: int = _opt(4000, "text before the cursor in the prompt, in characters (from a line start that "
-                                   "stays put while you type)", lo=200, hi=100000)
-    suffix_chars: int = _opt(2000, "text after the cursor in the prompt of fill-in-the-middle models, in "
-                                   "characters; 0 = none", lo=0, hi=100000)
-    other_files_chars: int = _opt(2000, "text of other files (recent edits, open documents, related workspace "
-                                        "files) in the prompt of models with file separators, in characters, "
-                                        "shared by the two most useful; 0 = none (prompt lookup still copies "
-                                        "from them)", lo=0, hi=100000)
+    prefix_chars: int = _opt(PREFIX_CHARS, "text before the cursor in the prompt, in characters (from a line "
+                                           "start that stays put while you type)", lo=200, hi=100000)
+    suffix_chars: int = _opt(SUFFIX_CHARS, "text after the cursor in the prompt of fill-in-the-middle models, "
+                                           "in characters; 0 = none", lo=0, hi=100000)
+    other_files_chars: int = _opt(OTHER_FILES_CHARS, "text of other files (recent edits, open documents, related "
+                                                     "workspace files) in the prompt of models with file "
+                                                     "separators, in characters, shared by the two most useful; "
+                                                     "0 = none (prompt lookup still copies from them)",
+                                  lo=0, hi=100000)
     exclude: list[str] = _opt(list(EXCLUDE), "files whose text never enters a prompt, .gitignore-style patterns "
                                              "(the list replaces these defaults; !pattern takes a file back): no "
                                              "suggestions in them, and never context for others, local or remote")

@@ -8,7 +8,9 @@ from collections.abc import Sequence
 
 from prompts.templates import ContextFile
 
-PREFIX_CHARS = 4000  # the settings' defaults (context.prefixChars, suffixChars, otherFilesChars)
+# The settings' defaults (context.prefixChars, suffixChars, otherFilesChars): less of either
+# saved no more keys and made p99 or the first suggestion slower (docs/context.md).
+PREFIX_CHARS = 4000
 SUFFIX_CHARS = 2000
 OTHER_FILES_CHARS = 2000
 OTHER_FILES = 2  # other files in a prompt: past the two most useful, a file mostly took room from them

@@ -95,11 +95,16 @@ def test_the_short_window_stays_put_while_typing(planner):
 def test_context_is_pinned_per_place_until_forgotten(planner):
     text = "def area(side):\n    return "
     one, two = (ContextFile("b.py", "x = 1\n"),), (ContextFile("b.py", "y = 2\n"),)
-    first = planner.full(request(text, others=one))
-    assert planner.full(request(text, others=two)).tokens == first.tokens  # an edit elsewhere changes nothing
+
+    def shown(others):
+        req = request(text, others=others)
+        req.settings.context.other_files_chars = 2000
+        return planner.full(req)
+    first = shown(one)
+    assert shown(two).tokens == first.tokens  # an edit elsewhere changes nothing
     planner.forget()
     if planner.family != "prefix-only":  # families with file separators show context
-        assert planner.full(request(text, others=two)).tokens != first.tokens
+        assert shown(two).tokens != first.tokens
 
 
 def test_the_prompt_holds_as_much_before_the_cursor_and_of_other_files_as_the_settings_say(planner, vocab):

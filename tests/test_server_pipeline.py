@@ -240,4 +240,5 @@ async def test_edits_in_other_documents_become_context_chunks(client: LanguageCl
     assert field(await stats(client), "context_chunks") == 2
     open_doc(client)
     line, col = end_of(TEXT)
-    assert (await complete(client, line, col)).items  # the prompt now carries those chunks
+    assert (await complete(client, line, col)).items  # lookup copies from the chunks (the prompt shows them too
+    # with context.otherFilesChars)

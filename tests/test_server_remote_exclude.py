@@ -22,10 +22,10 @@ def recorded(model_path, tmp_path_factory):
     engine.kill()
 
 
-# The smollm template spells other files' text into the prompt (file separators).
+# The smollm template spells other files' text into the prompt (file separators), when asked to.
 client = client_fixture({"specfill": {"model": {"remote": {"url": f"http://127.0.0.1:{PROXY}", "kind": "llama-server",
                                                            "template": "smollm", "readTimeoutMs": 20000}},
-                                      "completion": SURE}})
+                                      "completion": SURE, "context": {"otherFilesChars": 2000}}})
 
 
 @pytest.mark.asyncio
