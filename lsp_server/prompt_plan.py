@@ -79,17 +79,18 @@ class PromptPlanner:
         while the user types on at this place, so each keystroke reads one or two tokens."""
         start, n = self._short.get(req.path, (-1, 0))
         fim = FAMILIES[self.family].fim
+        suffix_chars = req.settings.context.suffix_chars  # a quarter of the short prompt, at most this
         if not _short_start_fits(req, start, n):
             # At least MIN_SHORT_TOKENS even over the budget: on a machine slowed by other
             # work, reading the full prompt instead held requests for seconds.
             n = max(MIN_SHORT_TOKENS, budget_tokens)
             chars = int(n * CHARS_PER_TOKEN)
-            chars -= len(suffix_excerpt(req.suffix, chars // 4)) if fim else 0
+            chars -= len(suffix_excerpt(req.suffix, min(chars // 4, suffix_chars))) if fim else 0
             start = len(req.prefix) - len(nearest_lines(req.prefix, chars))
             self._short[req.path] = (start, n)
             while len(self._short) > PINNED:
                 self._short.popitem(last=False)
-        suffix = suffix_excerpt(req.suffix, int(n * CHARS_PER_TOKEN) // 4) if fim else ""
+        suffix = suffix_excerpt(req.suffix, min(int(n * CHARS_PER_TOKEN) // 4, suffix_chars)) if fim else ""
         return self._tokens(req, req.prefix[start:], suffix, [], SHORT, budget=n + n // 2)
 
     def warm_short(self, req: Request, budget_tokens: int, short_held: Sequence[int]) -> Prompt | None:

@@ -129,6 +129,27 @@ def test_the_prompt_holds_as_much_before_the_cursor_and_of_other_files_as_the_se
     assert "A" * 1000 not in both  # each its share, from its end
 
 
+def test_no_text_after_the_cursor_when_suffix_chars_is_zero_in_the_full_or_the_short_prompt():
+    """A fill-in-the-middle family (StarCoder's vocabulary: no weights needed)."""
+    path = Path(__file__).resolve().parents[1] / ".tools" / "vocab" / "ggml-vocab-starcoder.gguf"
+    v = Vocab.load(path)
+    try:
+        fim = PromptPlanner(v, family_for(v), 4096, PieceIndex(v.pieces()))
+        assert fim.family == "starcoder"
+
+        def prompts(suffix_chars: int) -> tuple[str, str]:
+            req = Request(LONG[:3000], "after_cursor_mark = 1\n", "a.py", Settings(), threading.Event())
+            req.settings.context.suffix_chars = suffix_chars
+            full, short = fim.full(req), fim.short(req, 200)
+            assert full is not None and short is not None
+            fim.forget()
+            return v.detokenize(full.tokens), v.detokenize(short.tokens)
+        assert all("after_cursor_mark" in p for p in prompts(2000))
+        assert not any("after_cursor_mark" in p for p in prompts(0))
+    finally:
+        v.close()
+
+
 def test_a_half_typed_word_is_written_again_by_the_model(planner):
     prompt = planner.full(request("def area(width, height):\n    return wi"))
     assert prompt.heal.strip() == b"wi" and planner.heal(prompt.heal) is not None
