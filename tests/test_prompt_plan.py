@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from test_heal import vocab as vocab_file
 
 from lsp_server.engines import Request
 from lsp_server.prompt_plan import MIN_SHORT_TOKENS, READ_CHUNK, PromptPlanner
@@ -131,8 +132,7 @@ def test_the_prompt_holds_as_much_before_the_cursor_and_of_other_files_as_the_se
 
 def test_no_text_after_the_cursor_when_suffix_chars_is_zero_in_the_full_or_the_short_prompt():
     """A fill-in-the-middle family (StarCoder's vocabulary: no weights needed)."""
-    path = Path(__file__).resolve().parents[1] / ".tools" / "vocab" / "ggml-vocab-starcoder.gguf"
-    v = Vocab.load(path)
+    v = vocab_file("starcoder")
     try:
         fim = PromptPlanner(v, family_for(v), 4096, PieceIndex(v.pieces()))
         assert fim.family == "starcoder"

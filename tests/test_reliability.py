@@ -49,7 +49,7 @@ async def test_random_incremental_edits_keep_the_server_in_sync(client: Language
 async def test_a_cancel_storm_leaves_no_work_running_and_no_extra_threads(client: LanguageClient):
     await wait_ready(client)
     # A first storm starts the threads pools make on demand (how many depends on the machine's
-    # load: a fresh-clone run counted 4 -> 6); a leak grows with the requests of the second.
+    # load); a leak grows with the requests of the second.
     await run_cancels(client, "file:///tmp/specfill-test/storm-first.py", SAMPLE, 30, seed=1)
     report = await run_cancels(client, "file:///tmp/specfill-test/storm.py", SAMPLE, 150, seed=2)
     assert report.cancels + report.answered == 150 and report.cancels > 0

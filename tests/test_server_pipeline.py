@@ -240,5 +240,5 @@ async def test_edits_in_other_documents_become_context_chunks(client: LanguageCl
     assert field(await stats(client), "context_chunks") == 2
     open_doc(client)
     line, col = end_of(TEXT)
-    assert (await complete(client, line, col)).items  # lookup copies from the chunks (the prompt shows them too
-    # with context.otherFilesChars)
+    # Prompt lookup copies from those chunks, and the prompt shows them (context.otherFilesChars).
+    assert (await complete(client, line, col)).items
