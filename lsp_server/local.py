@@ -25,7 +25,7 @@ from speculative.convert import weights_path
 from speculative.cost_model import CostModel, load_cost_model
 from speculative.decode import clamp_max_tokens
 from speculative.drafters import Auto, Drafter, DraftModel, PromptLookup
-from speculative.engine import FULL, SHORT, StopFlag
+from speculative.engine import FULL, StopFlag
 from speculative.errors import Cancelled
 from speculative.heal import PieceIndex
 from speculative.warm_places import WarmPlaces
@@ -110,7 +110,8 @@ class LocalEngine:
         if full is None:
             return None
         held = self.places.prepare(self.engine, full.tokens)
-        prompt, short = self.planner.choose(req, full, held, self.costs.read, self.engine.held(SHORT),
+        short_held = self.engine.held(self.planner.short_seq(req.path))
+        prompt, short = self.planner.choose(req, full, held, self.costs.read, short_held,
                                             others_waiting=self.schedule.waiting())
         if short:
             self.schedule.want(full.tokens)  # read in the background, so the next keystrokes use it
@@ -120,6 +121,8 @@ class LocalEngine:
         else:
             # A read left pending for the place before would evict this one between keystrokes.
             self.schedule.want(None)
+        self.engine.make_room(prompt.seq, len(prompt.tokens) + clamp_max_tokens(req.settings.completion.max_tokens,
+                                                                                  self.engine.n_ctx))
         cpu0 = time.thread_time()
         result = self._generate(req, prompt)
         text, reason = result.text, result.stop_reason
@@ -187,6 +190,7 @@ class LocalEngine:
         if tokens is None or stop.is_set():
             return
         self.places.prepare(self.engine, tokens)
+        self.engine.make_room(FULL, len(tokens))
         before = self.engine.common_prefix(tokens, FULL)  # what the sequence holds beyond it is dropped
         try:
             self.engine.read(tokens, stop, FULL, chunk=READ_CHUNK)

@@ -4,7 +4,9 @@ The rule (`PromptPlanner.choose`): the full prompt when what the engine does not
 can be read within `completion.promptBudgetMs`; else a short prompt, as many tokens as that
 budget reads, on a sequence of its own, answering one line while the full prompt is read in
 the background. Typing on where the short prompt answers, it keeps answering until at most a
-chunk of the full one is left unread. Context from other files is pinned per place, so edits
+chunk of the full one is left unread. The places typed at most recently each keep their
+short prompt in a sequence of their own, so two windows typing at once do not read theirs anew
+at each other's keystrokes. Context from other files is pinned per place, so edits
 elsewhere do not make a place's prompt new again. Needs a tokenizer, not a model.
 """
 
@@ -21,7 +23,7 @@ from prompts.excerpt import nearest_lines, other_files_excerpt, prefix_excerpt, 
 from prompts.heal import heal_split
 from speculative.cost_model import ReadRate
 from speculative.decode import clamp_max_tokens
-from speculative.engine import FULL, SHORT, common_prefix
+from speculative.engine import FULL, SHORT, SHORT_SEQS, common_prefix
 from speculative.heal import Heal, PieceIndex
 from speculative.vocab import Vocab
 
@@ -47,11 +49,13 @@ class PromptPlanner:
         self._all_pieces = vocab.pieces()
         self._pins: OrderedDict[tuple[str, int, int], tuple[ContextFile, ...]] = OrderedDict()
         self._short: OrderedDict[str, tuple[int, int]] = OrderedDict()  # path -> short prompt (start offset, tokens)
+        self._short_seqs: OrderedDict[str, int] = OrderedDict()  # path -> its short prompt's sequence
 
     def choose(self, req: Request, full: Prompt, held: int, rate: ReadRate,
                short_held: Sequence[int], others_waiting: bool = False) -> tuple[Prompt, bool]:
         """(the prompt to answer from, whether it is the short one). `held`: tokens of the
-        full prompt the engine holds; `short_held`: what the short sequence holds. With
+        full prompt the engine holds; `short_held`: what the place's short sequence
+        (`short_seq`) holds. With
         `others_waiting` (requests queued behind this one) the wait allowed is a quarter: their
         wait is this read too."""
         budget = req.settings.completion.prompt_budget_ms
@@ -91,7 +95,17 @@ class PromptPlanner:
             while len(self._short) > PINNED:
                 self._short.popitem(last=False)
         suffix = suffix_excerpt(req.suffix, min(int(n * CHARS_PER_TOKEN) // 4, suffix_chars)) if fim else ""
-        return self._tokens(req, req.prefix[start:], suffix, [], SHORT, budget=n + n // 2)
+        return self._tokens(req, req.prefix[start:], suffix, [], self.short_seq(req.path), budget=n + n // 2)
+
+    def short_seq(self, path: str) -> int:
+        """The sequence `path`'s short prompt is read into: its own while it is among the
+        SHORT_SEQS places typed at most recently; a new place takes the least recent one's."""
+        seqs = self._short_seqs
+        if path not in seqs:
+            free = set(range(SHORT, SHORT + SHORT_SEQS)) - set(seqs.values())
+            seqs[path] = min(free) if free else seqs.pop(next(iter(seqs)))
+        seqs.move_to_end(path)
+        return seqs[path]
 
     def warm_short(self, req: Request, budget_tokens: int, short_held: Sequence[int]) -> Prompt | None:
         """The short prompt of this place if the short sequence holds all but its last few
@@ -107,6 +121,7 @@ class PromptPlanner:
         """Every place is new again (a test landing afresh; a reloaded model)."""
         self._pins.clear()
         self._short.clear()
+        self._short_seqs.clear()
 
     def heal(self, text: bytes) -> Heal | None:
         """The healing constraint for `text`, when some tokens can write it again."""

@@ -1,8 +1,9 @@
 """Greedy decoding on llama.cpp's low-level API with KV prefix reuse, per sequence.
 
 One Engine owns one model and one long-lived context. Each llama.cpp sequence caches one
-prompt (FULL: the full prompt of where the user works; SHORT: a short prompt that answers
-at once while the full one is read; the rest: candidates' branches). A request evaluates
+prompt (FULL: the full prompt of where the user works; SHORT and the next SHORT_SEQS - 1: short
+prompts that answer at once while a full one is read, one per place typed at lately; the rest:
+candidates' branches). A request evaluates
 only the tokens after the longest common prefix with what its sequence holds, and asks for
 logits only on the rows it reads (no logits_all buffer). A sequence's cache can be saved to
 memory and loaded back (`save_seq`/`load_seq`), so moving between places reads nothing again.
@@ -30,9 +31,10 @@ from speculative.errors import Cancelled, ModelError
 from speculative.model_file import check_gguf
 from speculative.vocab import Vocab
 
-FULL, SHORT = 0, 1  # sequences of the full prompt and of the short one
-FIRST_BRANCH = 2  # candidates branch on sequences FIRST_BRANCH.. (cells shared with their source)
-MAX_SEQS = 10
+FULL, SHORT = 0, 1  # sequences of the full prompt and of the first short one
+SHORT_SEQS = 2  # short prompts kept: two windows typing at once would otherwise read theirs anew each key
+FIRST_BRANCH = SHORT + SHORT_SEQS  # candidates branch on sequences FIRST_BRANCH.. (cells shared with their source)
+MAX_SEQS = FIRST_BRANCH + 8
 AIDS = frozenset(f.name for f in dataclasses.fields(Aids))
 
 
@@ -142,7 +144,7 @@ class Engine(Vocab):
         if _FLAG_IS_SET is not None:
             llama_cpp.llama_set_abort_callback(self._ctx, _FLAG_IS_SET,
                                                ctypes.cast(self._stop_read, ctypes.c_void_p))
-        self._seqs: dict[int, list[int]] = {FULL: [], SHORT: []}  # tokens whose K/V each holds, in order
+        self._seqs: dict[int, list[int]] = {FULL: []}  # tokens whose K/V each holds, in order
         self.decode_steps = 0  # llama_decode calls, ever: lets tests see work stop
         # Told of each prompt-shaped decode (16+ tokens, at most one logits row): (tokens, depth, ms).
         self.on_read: Callable[[int, int, float], None] | None = None
@@ -249,6 +251,15 @@ class Engine(Vocab):
             llama_cpp.llama_memory_seq_rm(self._mem, seq, n_keep, -1)
             del held[n_keep:]
 
+    def make_room(self, seq: int, n_tokens: int) -> None:
+        """Let `seq` grow to `n_tokens` in the shared cells: short prompts of other places
+        are dropped while it would not fit beside what every sequence holds."""
+        for other in range(SHORT, SHORT + SHORT_SEQS):
+            if sum(len(h) for s, h in self._seqs.items() if s != seq) + n_tokens <= self.n_ctx:
+                return
+            if other != seq:
+                self.drop(other)
+
     def drop(self, seq: int) -> None:
         """Drop everything sequence `seq` holds."""
         llama_cpp.llama_memory_seq_rm(self._mem, seq, -1, -1)
@@ -278,6 +289,7 @@ class Engine(Vocab):
     def load_seq(self, saved: SavedSeq, seq: int = FULL) -> None:
         """Make `seq` hold a saved cache again (its old content is dropped)."""
         self.drop(seq)
+        self.make_room(seq, len(saved.tokens))
         data = (ctypes.c_uint8 * len(saved.data)).from_buffer(saved.data)  # read in place, not copied
         if llama_cpp.llama_state_seq_set_data(self._ctx, data, len(saved.data), seq) == 0:
             raise ModelError("could not load a saved KV cache back (no room in the context)")

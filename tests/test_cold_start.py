@@ -126,6 +126,24 @@ def test_typing_on_stays_on_the_short_prompt_while_more_than_a_chunk_is_unread(w
         assert not landed.short and landed.n_prompt - landed.n_reused >= unread
 
 
+def test_two_places_answered_in_turn_each_keep_their_short_prompt(worker):
+    """Two windows typing at once (the shared server): a keystroke at A after one at B reads a
+    token or two on A's short prompt, not all of it again."""
+    w, s = worker, settings(150)
+    (pa, sa), (pb, sb) = place(40), place(60)
+    w.local.engine.reset()
+    w.local.places.clear()
+    w.local.planner.forget()
+    with read_rate(w, 5.0):  # 150 ms reads 30 tokens: both answer from short prompts
+        first = w.complete(pa, sa, "a.py", s).result()
+        other = w.complete(pb, sb, "b.py", s).result()
+        on = w.complete(pa + "f", sa, "a.py", s).result()
+    assert first.short and other.short and on.short
+    assert other.n_prompt - other.n_reused > first.n_prompt // 2  # B's short prompt was read anew
+    assert on.n_prompt - on.n_reused <= 2
+    wait_read(w)
+
+
 def test_a_full_answer_elsewhere_drops_the_read_pending_for_the_place_left(worker, caplog):
     """Land at A (a short answer; A's full prompt pending), then at once at B, whose prompt fits
     the budget: B is read whole, and A's read must not follow and evict it."""

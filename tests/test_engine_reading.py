@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from speculative.engine import FULL, Engine
+from speculative.engine import FULL, SHORT, Engine
 from speculative.errors import Cancelled
 from speculative.warm_places import WarmPlaces
 
@@ -87,3 +87,18 @@ def test_saved_windows_stay_within_their_bounds_and_come_back(engine):
     assert windows.prepare(engine, places[4]) == len(places[4]) - 1 and windows.loads == 1
     assert engine.held(FULL) == places[4][:-1]
     assert windows.prepare(engine, places[0]) == 0, "the oldest was dropped"
+
+
+def test_short_prompts_of_other_places_give_way_when_the_cells_run_out(engine):
+    """Two short prompts kept beside the full one: a full prompt that needs their cells drops
+    short prompts, only as many as it needs (a failed decode would lose the request)."""
+    tokens = engine.tokenize(SOURCE)
+    engine.reset()
+    engine.read(tokens[:300], threading.Event(), SHORT)
+    engine.read(tokens[300:600], threading.Event(), SHORT + 1)
+    need = engine.n_ctx - 500  # beside one short prompt, not beside two
+    engine.make_room(FULL, need)
+    assert engine.held(SHORT) == [] and engine.held(SHORT + 1) == tokens[300:599]  # a read keeps all but the last
+    engine.read(tokens[:need], threading.Event(), FULL)
+    assert engine.held(FULL) == tokens[:need - 1]
+    engine.reset()

@@ -17,7 +17,7 @@ from lsp_server.prompt_plan import MIN_SHORT_TOKENS, READ_CHUNK, PromptPlanner
 from lsp_server.settings import Settings
 from prompts import ContextFile, family_for
 from speculative.cost_model import ReadRate
-from speculative.engine import FULL, SHORT
+from speculative.engine import FULL, SHORT, SHORT_SEQS
 from speculative.heal import PieceIndex
 from speculative.vocab import Vocab
 
@@ -67,6 +67,20 @@ def test_a_prompt_over_the_budget_is_answered_one_line_from_the_nearest_lines(pl
     assert MIN_SHORT_TOKENS <= len(prompt.tokens) <= 1.5 * RATE.tokens_within(300)
     # The lines just before the cursor, the half-typed word healed.
     assert LONG.endswith(vocab.detokenize(prompt.tokens[-20:]) + prompt.heal.decode())
+
+
+def test_places_typed_at_in_turn_keep_their_own_short_sequence_and_a_new_one_takes_the_oldest(planner):
+    assert SHORT_SEQS == 2
+    prompts = {}
+    for path in ("a.py", "b.py", "a.py"):
+        req = request(LONG)
+        req = Request(req.prefix, req.suffix, path, req.settings, req.cancel)
+        prompt, short = planner.choose(req, planner.full(req), 0, RATE, [])
+        assert short
+        prompts.setdefault(path, set()).add(prompt.seq)
+    assert prompts["a.py"] == {SHORT} and prompts["b.py"] == {SHORT + 1}
+    assert planner.short_seq("c.py") == SHORT + 1, "b.py was typed at least recently"
+    assert planner.short_seq("a.py") == SHORT
 
 
 def test_what_the_engine_holds_is_not_read_again_and_no_budget_means_the_full_prompt(planner):
