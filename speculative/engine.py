@@ -3,9 +3,9 @@
 One Engine owns one model and one long-lived context. Each llama.cpp sequence caches one
 prompt (FULL: the full prompt of where the user works; SHORT and the next SHORT_SEQS - 1: short
 prompts that answer at once while a full one is read, one per place typed at lately; the rest:
-candidates' branches). A request evaluates
-only the tokens after the longest common prefix with what its sequence holds, and asks for
-logits only on the rows it reads (no logits_all buffer). A sequence's cache can be saved to
+candidates' branches). A request evaluates only the tokens after the longest common prefix
+with what its sequence holds, and asks for logits only on the rows it reads (no logits_all
+buffer). A sequence's cache can be saved to
 memory and loaded back (`save_seq`/`load_seq`), so moving between places reads nothing again.
 """
 
