@@ -37,10 +37,10 @@ def planner(vocab):
     return PromptPlanner(vocab, family_for(vocab), 4096, PieceIndex(vocab.pieces()))
 
 
-def request(prefix: str, budget_ms: int = 300, others: tuple[ContextFile, ...] = ()) -> Request:
+def request(prefix: str, budget_ms: int = 300, others: tuple[ContextFile, ...] = (), path: str = "a.py") -> Request:
     s = Settings()
     s.completion.prompt_budget_ms = budget_ms
-    return Request(prefix, "", "a.py", s, threading.Event(), others=others)
+    return Request(prefix, "", path, s, threading.Event(), others=others)
 
 
 def test_a_prompt_read_within_the_budget_answers_whole(planner):
@@ -73,8 +73,7 @@ def test_places_typed_at_in_turn_keep_their_own_short_sequence_and_a_new_one_tak
     assert SHORT_SEQS == 2
     prompts = {}
     for path in ("a.py", "b.py", "a.py"):
-        req = request(LONG)
-        req = Request(req.prefix, req.suffix, path, req.settings, req.cancel)
+        req = request(LONG, path=path)
         prompt, short = planner.choose(req, planner.full(req), 0, RATE, [])
         assert short
         prompts.setdefault(path, set()).add(prompt.seq)
