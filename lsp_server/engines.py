@@ -30,6 +30,7 @@ class Request:
     on_text: Callable[[str], None] | None = None
     others: tuple[ContextFile, ...] = ()  # chunks of recent edits, open documents, related workspace files
     candidates: int = 1  # suggestions wanted: the greedy one plus branches
+    others_typing: bool = False  # another session typed just now: its next keystroke waits behind this read
 
 
 @dataclass

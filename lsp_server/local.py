@@ -112,7 +112,7 @@ class LocalEngine:
         held = self.places.prepare(self.engine, full.tokens)
         short_held = self.engine.held(self.planner.short_seq(req.path))
         prompt, short = self.planner.choose(req, full, held, self.costs.read, short_held,
-                                            others_waiting=self.schedule.waiting())
+                                            others_waiting=self.schedule.waiting() or req.others_typing)
         if short:
             self.schedule.want(full.tokens)  # read in the background, so the next keystrokes use it
             # What the full sequence holds beyond this prompt is another place's (saved by prepare if

@@ -112,6 +112,7 @@ class Pipeline:
         if (why := refusal(settings, at.path, at.language, invoked)) is not None:
             log.debug("nothing asked at %s: %s", at.path, why)
             return None
+        self.worker.typed(self)
         rest = self.cache.lookup(at.uri, at.prefix, at.suffix)
         if rest is not None and (s := self._finish(at, rest, settings)) is not None:
             self.stats.cache_hits += 1

@@ -55,8 +55,9 @@ class PromptPlanner:
                short_held: Sequence[int], others_waiting: bool = False) -> tuple[Prompt, bool]:
         """(the prompt to answer from, whether it is the short one). `held`: tokens of the
         full prompt the engine holds; `short_held`: what the place's short sequence
-        (`short_seq`) holds. With `others_waiting` (requests queued behind this one) the wait
-        allowed is a quarter: their wait is this read too."""
+        (`short_seq`) holds. With `others_waiting` (requests queued behind this one, or another
+        session typing, whose next keystroke would be) the wait allowed is a quarter: their
+        wait is this read too."""
         budget = req.settings.completion.prompt_budget_ms
         if others_waiting:
             budget //= 4

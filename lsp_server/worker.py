@@ -25,6 +25,9 @@ from prompts import ContextFile
 from speculative.build_info import build_info
 
 log = logging.getLogger("specfill")
+# A session whose last keystroke is this recent is typing: its next one is likely to come while
+# another session's prompt is read, and would wait for all of it.
+TYPING_S = 0.5
 
 
 class ModelWorker:
@@ -33,6 +36,7 @@ class ModelWorker:
     def __init__(self) -> None:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="specfill-model")
         self._latest: dict[object, threading.Event] = {}  # session -> its latest request's cancel
+        self._typed_at: dict[object, float] = {}  # session -> its latest keystroke, while typing
         self._yielding: set[threading.Event] = set()  # background work: any request stops it
         self._yielding_lock = threading.Lock()  # the model thread drops finished work from it
         self.schedule = ReadAhead()
@@ -166,17 +170,29 @@ class ModelWorker:
                  others: tuple[ContextFile, ...] = (), candidates: int = 1,
                  owner: object = None, background: bool = False) -> Future[Completion | None]:
         """Queue a generation for `owner` (a session); it supersedes the owner's running one.
-        Background work (an after-accept generation) yields to any request."""
+        Background work (an after-accept generation) yields to any request. While another
+        session types, the request reads less of its prompt before answering (prompt_plan)."""
         self._interrupt(owner)
         cancel = cancel or threading.Event()
+        typing = False
         if background:
             self.yield_to_requests(cancel)
         else:
             self._latest[owner] = cancel
-        req = Request(prefix, suffix, path, settings, cancel, on_text, others, candidates)
+            typing = self.typed(owner)
+        req = Request(prefix, suffix, path, settings, cancel, on_text, others, candidates, typing)
         future = self._pool.submit(self._serve, req)
         future.add_done_callback(lambda _: self._done(cancel))
         return future
+
+    def typed(self, owner: object) -> bool:
+        """`owner` (a session) typed now, whether or not the model is asked (a keystroke the
+        type-through cache answers counts); whether another session is typing."""
+        now = time.monotonic()  # sessions that stopped typing (or ended) drop out
+        self._typed_at = {o: t for o, t in self._typed_at.items() if o is not owner and now - t < TYPING_S}
+        others = bool(self._typed_at)
+        self._typed_at[owner] = now
+        return others
 
     def _done(self, cancel: threading.Event) -> None:
         with self._yielding_lock:

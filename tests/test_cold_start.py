@@ -15,7 +15,7 @@ import pytest
 from lsp_server.engines import Request
 from lsp_server.prompt_plan import MIN_SHORT_TOKENS, READ_CHUNK
 from lsp_server.settings import Settings
-from lsp_server.worker import ModelWorker
+from lsp_server.worker import TYPING_S, ModelWorker
 from speculative.cost_model import ReadRate
 from speculative.engine import FULL
 
@@ -142,6 +142,43 @@ def test_two_places_answered_in_turn_each_keep_their_short_prompt(worker):
     assert other.n_prompt - other.n_reused > first.n_prompt // 2  # B's short prompt was read anew
     assert on.n_prompt - on.n_reused <= 2
     wait_read(w)
+
+
+def test_a_session_counts_as_typing_until_its_last_keystroke_is_older_than_typing_s():
+    w = ModelWorker()
+    try:
+        assert not w.typed("a")
+        assert w.typed("b") and w.typed("b")  # "a" typed just now; "b" itself never counts
+        time.sleep(TYPING_S)
+        assert not w.typed("b")  # "a" stopped typing
+        assert w.typed("a")
+    finally:
+        w.shutdown()
+
+
+def test_landing_while_another_session_types_reads_a_quarter_of_the_budget(worker):
+    """The shared server: a window landing while another one types answers from a short prompt
+    that a quarter of the budget reads, as the other window's next keystroke would wait for the
+    read; alone (or once the other stopped typing) it reads its whole prompt at once."""
+    w, s = worker, settings(300)
+    prefix = SOURCE[:800]
+
+    def land(owner: object = None):
+        w.local.engine.reset()
+        w.local.places.clear()
+        w.local.planner.forget()
+        r = w.complete(prefix, "", "a.py", s, owner=owner).result()
+        wait_read(w)
+        return r
+
+    with read_rate(w, 1.0):  # the budget reads 300 tokens, a quarter of it 75
+        alone = land()
+        assert not alone.short and 75 < alone.n_prompt <= 300
+        w.typed("other window")  # a keystroke there, answered or not by the model
+        beside = land()
+        assert beside.short and beside.n_prompt < alone.n_prompt
+        time.sleep(TYPING_S)
+        assert not land().short
 
 
 def test_a_full_answer_elsewhere_drops_the_read_pending_for_the_place_left(worker, caplog):
