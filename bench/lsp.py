@@ -30,7 +30,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -60,6 +60,20 @@ def shared(suggestion: str, rest: str) -> str:
     return os.path.commonprefix([suggestion, rest])
 
 
+@dataclass(frozen=True)
+class Typist:
+    """How the bench types: the pause between keystrokes, what it sends at a case's open
+    (an untimed warm-up request, didFocus), and whether it presses Tab."""
+    key_ms: float = 80.0
+    warm: bool = False
+    focus: bool = False
+    accept: bool = False
+
+    def describe(self) -> str:
+        return (f"at {self.key_ms:.0f} ms a key, {'warm' if self.warm else 'cold'} landing"
+                f"{', didFocus at open' if self.focus else ''}{', typist accepts' if self.accept else ''}")
+
+
 @dataclass
 class Tally:
     keystrokes: int = 0
@@ -77,8 +91,7 @@ class Tally:
     never: int = 0  # cases where no suggestion arrived while typing
 
 
-async def _case(client, n: int, case: dict, key_ms: float, tally: Tally, warm: bool, focus: bool,
-                accept: bool) -> None:
+async def _case(client, n: int, case: dict, typist: Typist, tally: Tally) -> None:
     uri = Path(f"/tmp/specfill-bench-lsp/{n}/{Path(case['path']).name}").as_uri()
     text = case["prefix"] + case["suffix"]
     language = LANGUAGE_IDS.get(Path(case["path"]).suffix, "plaintext")
@@ -100,10 +113,10 @@ async def _case(client, n: int, case: dict, key_ms: float, tally: Tally, warm: b
             content_changes=[types.TextDocumentContentChangePartial(range=types.Range(start=pos, end=pos),
                                                                     text=piece)]))
 
-    if focus:
+    if typist.focus:
         client.protocol.notify("specfill/didFocus", {"textDocument": {"uri": uri},
                                                      "position": utf16_position(text, len(case["prefix"]))})
-    if warm:
+    if typist.warm:
         try:
             await asyncio.wait_for(request(case["prefix"]), 120)  # the old, untimed warm-up
         except Exception:
@@ -133,7 +146,7 @@ async def _case(client, n: int, case: dict, key_ms: float, tally: Tally, warm: b
         tally.chars += len(piece)
         tally.keystrokes += 1
         fut, t0, arrived = ask(prefix)
-        await asyncio.wait({fut}, timeout=key_ms / 1000)
+        await asyncio.wait({fut}, timeout=typist.key_ms / 1000)
         tab = ""
         suggestion = ""
         if fut.done() and fut.exception() is None and fut.result() and fut.result().items:
@@ -146,8 +159,8 @@ async def _case(client, n: int, case: dict, key_ms: float, tally: Tally, warm: b
             rest = middle[typed:]
             if continues(suggestion, rest):
                 tally.useful += 1
-                tab = shared(suggestion, rest) if accept else ""
-        await asyncio.sleep(max(0.0, key_ms / 1000 - (time.perf_counter() - t0)))
+                tab = shared(suggestion, rest) if typist.accept else ""
+        await asyncio.sleep(max(0.0, typist.key_ms / 1000 - (time.perf_counter() - t0)))
     done_at = time.perf_counter()
     await asyncio.wait([f for f, _, _ in pending], timeout=120)
     await asyncio.sleep(0)  # let the done callbacks record arrivals
@@ -171,31 +184,30 @@ async def _case(client, n: int, case: dict, key_ms: float, tally: Tally, warm: b
         text_document=types.TextDocumentIdentifier(uri=uri)))
 
 
-async def _type_cases(client, cases: list[tuple[int, dict]], key_ms: float, warm: bool, focus: bool,
-                      accept: bool, progress: list[int], total: int) -> Tally:
+async def _type_cases(client, cases: list[tuple[int, dict]], typist: Typist, progress: list[int],
+                      total: int) -> Tally:
     tally = Tally()
     for n, case in cases:
-        await _case(client, n, case, key_ms, tally, warm, focus, accept)
+        await _case(client, n, case, typist, tally)
         progress[0] += 1
         sys.stderr.write(f"\r{progress[0]}/{total} cases")
     return tally
 
 
-async def _run(cases: list[dict], key_ms: float, settings: dict, warm: bool, focus: bool, accept: bool,
+async def _run(cases: list[dict], typist: Typist, settings: dict,
                workspace: str | None = None) -> dict:
     client = await start_server("specfill-bench-lsp", settings, workspace=workspace)
     t0 = time.perf_counter()
-    tally = await _type_cases(client, list(enumerate(cases)), key_ms, warm, focus, accept, [0], len(cases))
+    tally = await _type_cases(client, list(enumerate(cases)), typist, [0], len(cases))
     stats = await server_stats(client)
     peak_rss = peak_rss_mb(client._server.pid)
     await stop_server(client)
     sys.stderr.write("\n")
-    return _report(tally, stats, cases, key_ms, settings, warm, focus, accept, workspace, t0) | {
+    return _report(tally, stats, cases, typist, settings, workspace, t0) | {
         "server_peak_rss_mb": peak_rss}
 
 
-async def _run_sessions(cases: list[dict], sessions: int, separate: bool, key_ms: float, settings: dict,
-                        warm: bool, focus: bool, accept: bool) -> dict:
+async def _run_sessions(cases: list[dict], sessions: int, separate: bool, typist: Typist, settings: dict) -> dict:
     """`sessions` editors typing at once, each its share of the cases: through one shared
     server (`specfill attach`, in a runtime folder of its own), or with `separate` a server each."""
     with tempfile.TemporaryDirectory(prefix="specfill-bench-sessions-") as runtime:
@@ -207,7 +219,7 @@ async def _run_sessions(cases: list[dict], sessions: int, separate: bool, key_ms
             t0 = time.perf_counter()
             progress = [0]
             tallies = await asyncio.gather(*(
-                _type_cases(c, list(enumerate(cases))[i::sessions], key_ms, warm, focus, accept, progress, len(cases))
+                _type_cases(c, list(enumerate(cases))[i::sessions], typist, progress, len(cases))
                 for i, c in enumerate(clients)))
             sys.stderr.write("\n")
             stats = [await server_stats(c) for c in clients]
@@ -216,8 +228,7 @@ async def _run_sessions(cases: list[dict], sessions: int, separate: bool, key_ms
             else:
                 pids = [(await shared_status(clients[0]))["pid"], *(c._server.pid for c in clients)]
             rss = sum(rss_mb(pid) for pid in set(pids))
-            reports = {f"session {i + 1}": _report(t, st, cases[i::sessions], key_ms, settings, warm, focus,
-                                                   accept, None, t0)
+            reports = {f"session {i + 1}": _report(t, st, cases[i::sessions], typist, settings, None, t0)
                        for i, (t, st) in enumerate(zip(tallies, stats, strict=True))}
         finally:
             for c in clients:
@@ -228,13 +239,14 @@ async def _run_sessions(cases: list[dict], sessions: int, separate: bool, key_ms
     return {"sessions": sessions, "separate": separate, "rss_total_mb": rss, "reports": reports}
 
 
-def _report(tally: Tally, stats: dict, cases: list[dict], key_ms: float, settings: dict, warm: bool, focus: bool,
-            accept: bool, workspace: str | None, t0: float) -> dict:
+def _report(tally: Tally, stats: dict, cases: list[dict], typist: Typist, settings: dict, workspace: str | None,
+            t0: float) -> dict:
     k = tally.keystrokes or 1
     remote = stats.get("remote") or {}
     return {
-        "n_cases": len(cases), "keystrokes": tally.keystrokes, "key_ms": key_ms, "mode": "warm" if warm else "cold",
-        "focus": focus, "accept": accept, "settings": settings, "workspace": workspace,
+        "n_cases": len(cases), "keystrokes": tally.keystrokes, "key_ms": typist.key_ms,
+        "mode": "warm" if typist.warm else "cold", "focus": typist.focus, "accept": typist.accept,
+        "settings": settings, "workspace": workspace,
         "workspace_files": (stats.get("workspace") or {}).get("files", 0), "wall_s": time.perf_counter() - t0,
         "first_suggestion_ms": {"p50": pct(tally.first, 0.5), "p95": pct(tally.first, 0.95),
                                 "max": max(tally.first, default=0.0), "never": tally.never,
@@ -296,31 +308,30 @@ def _together(sessions: int, separate: bool) -> str:
     return f", {sessions} sessions at once on " + ("a server each" if separate else "one shared server")
 
 
-def main(workload: str, key_ms: float, json_out: str | None, settings: dict | None = None,
-         variants: list[tuple[str, dict]] = (), warm: bool = False, focus: bool = False, accept: bool = False,
-         workspace: str | None = None, sessions: int = 1, separate: bool = False) -> int:
+def main(workload: str, typist: Typist, json_out: str | None, settings: dict | None = None,
+         variants: Sequence[tuple[str, dict]] = (), workspace: str | None = None, sessions: int = 1,
+         separate: bool = False) -> int:
     cases = load_workload(workload)
     with without_cases(workspace, cases) as (folder, left_out):
-        return _main(cases, workload, key_ms, json_out, settings, variants, warm, focus, accept, folder,
+        return _main(cases, workload, typist, json_out, settings, variants, folder,
                      sessions, separate, f" (a copy without the cases' {left_out} files)" if left_out else "")
 
 
-def _main(cases: list[dict], workload: str, key_ms: float, json_out: str | None, settings: dict | None,
-          variants: list[tuple[str, dict]], warm: bool, focus: bool, accept: bool, workspace: str | None,
+def _main(cases: list[dict], workload: str, typist: Typist, json_out: str | None, settings: dict | None,
+          variants: Sequence[tuple[str, dict]], workspace: str | None,
           sessions: int, separate: bool, copied: str) -> int:
     runs = [("default", settings or {}), *variants]
     reports = {}
-    print(f"{len(cases)} cases from {workload} at {key_ms:.0f} ms a key, {'warm' if warm else 'cold'} landing"
-          f"{', didFocus at open' if focus else ''}{', typist accepts' if accept else ''}"
+    print(f"{len(cases)} cases from {workload} {typist.describe()}"
           f"{f', workspace {workspace}{copied}' if workspace else ''}"
           f"{_together(sessions, separate)}; "
           f"{os.cpu_count()} cores, CPU flags: {cpu_flags()}")
     if sessions > 1:
-        together = asyncio.run(_run_sessions(cases, sessions, separate, key_ms, settings or {}, warm, focus, accept))
+        together = asyncio.run(_run_sessions(cases, sessions, separate, typist, settings or {}))
         reports = together["reports"]
     else:
         for name, s in runs:
-            reports[name] = asyncio.run(_run(cases, key_ms, s, warm, focus, accept, workspace))
+            reports[name] = asyncio.run(_run(cases, typist, s, workspace))
     first = next(iter(reports.values()))
     rss = (f"server RSS in all {together['rss_total_mb']:.0f} MiB" if sessions > 1 else
            "server peak RSS " + ", ".join(f"{r['server_peak_rss_mb']:.0f}" for r in reports.values()) + " MiB")

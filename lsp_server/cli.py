@@ -134,6 +134,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_lsp(args: argparse.Namespace) -> int:
+    from bench.lsp import Typist
     from bench.lsp import main as bench_lsp
 
     try:
@@ -148,8 +149,9 @@ def cmd_bench_lsp(args: argparse.Namespace) -> int:
             raise ValueError(f"--workspace {args.workspace}: not a folder")
         if args.sessions < 1 or (args.sessions > 1 and (variants or args.workspace)):
             raise ValueError("--sessions takes a number from 1, and goes without --variant and --workspace")
-        return bench_lsp(args.workload, args.key_ms, args.json, settings, variants, args.warm, args.focus, args.accept,
-                         args.workspace, args.sessions, args.separate)
+        typist = Typist(args.key_ms, args.warm, args.focus, args.accept)
+        return bench_lsp(args.workload, typist, args.json, settings, variants, args.workspace, args.sessions,
+                         args.separate)
     except (ValueError, OSError) as exc:
         print(f"specfill: {exc}", file=sys.stderr)
         return 2
