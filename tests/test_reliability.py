@@ -13,7 +13,7 @@ from pytest_lsp import LanguageClient
 from bench.stress import ALPHABET, change, run_cancels, run_edits, run_replay
 
 client = client_fixture({"specfill": {"completion": {"minConfidence": 0, "maxTokens": 16}}})
-# concurrent.futures.ThreadPoolExecutor's default size, which asyncio's default executor takes
+# concurrent.futures.ThreadPoolExecutor's default size, which pygls's thread pool takes
 DEFAULT_EXECUTOR_THREADS = min(32, (os.cpu_count() or 1) + 4)
 SAMPLE = "import math\n\n\ndef area_of_circle(radius):\n    return math.pi * radius ** 2\n\n\ndef area(side):\n    "
 
@@ -56,8 +56,8 @@ async def test_a_cancel_storm_leaves_no_work_running_and_no_extra_threads(client
     report = await run_cancels(client, "file:///tmp/specfill-test/storm.py", SAMPLE, 150, seed=2)
     assert report.cancels + report.answered == 150 and report.cancels > 0
     assert report.steps_settled  # nothing decoding once the storm is over
-    # pygls reads stdin through asyncio's default executor, which starts a thread whenever a
-    # read comes while none is idle, up to its bound: how many depends on the timing of
+    # pygls reads stdin through its thread pool, which starts a thread whenever a read comes
+    # while none is idle, up to its default size: how many depends on the timing of
     # messages, not on the requests. A leak per request or cancel outgrows that bound.
     assert report.threads_after <= report.threads_before + DEFAULT_EXECUTOR_THREADS
     s = await stats(client)
