@@ -20,7 +20,7 @@ from lsp_server.engines import Request
 from lsp_server.postprocess import wants_single_line
 from prompts import FAMILIES, ContextFile, PromptError, build_prompt, prompt_tokens
 from prompts.excerpt import nearest_lines, other_files_excerpt, prefix_excerpt, suffix_excerpt
-from prompts.heal import heal_split
+from prompts.heal import heal_last_tokens, heal_split
 from speculative.cost_model import ReadRate
 from speculative.decode import clamp_max_tokens
 from speculative.engine import FULL, SHORT, SHORT_SEQS, common_prefix
@@ -142,13 +142,21 @@ class PromptPlanner:
         self._pins.move_to_end(key)
         return list(self._pins[key])
 
+    def _heal_split(self, prefix: str) -> tuple[str, str]:
+        """Where healing backs the prompt up to: the half-typed run, at most its last tokens."""
+        kept, healed = heal_split(prefix)
+        if not healed:
+            return kept, healed
+        return heal_last_tokens(kept, healed, lambda text: [self._all_pieces[t] for t in
+                                                            self.vocab.tokenize(text, parse_special=False)])
+
     def _tokens(self, req: Request, prefix: str, suffix: str, context: list[ContextFile], seq: int,
                 budget: int | None = None) -> Prompt | None:
         """The prompt's tokens, healed when the cursor ends inside a token."""
         s = req.settings
         single = wants_single_line(suffix.split("\n", 1)[0], s.completion.multiline)
         budget = budget or self.n_ctx - clamp_max_tokens(s.completion.max_tokens, self.n_ctx) - 1
-        for kept, healed in ([heal_split(prefix)] if s.completion.heal else []) + [(prefix, "")]:
+        for kept, healed in ([self._heal_split(prefix)] if s.completion.heal else []) + [(prefix, "")]:
             if healed and self.heal(healed.encode()) is None:
                 continue
             parts = build_prompt(self.family, kept, suffix, req.path, context=context)

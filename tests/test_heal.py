@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from prompts import build_prompt, family_for, prompt_tokens
-from prompts.heal import heal_split
+from prompts.heal import HEAL_TOKENS, heal_last_tokens, heal_split
 from speculative.cost_model import CostModel
 from speculative.drafters import DraftModel, PromptLookup
 from speculative.heal import Heal, PieceIndex
@@ -39,6 +39,20 @@ def test_heal_split_cuts_before_the_half_typed_run_and_never_before_the_line(pre
     head, healed = heal_split(prefix)
     assert head == kept and head + healed == prefix
     assert "\n" not in healed  # never across the cursor's line start
+
+
+LONG_RUNS = ["    return LiterateHaskellLexer", "x = r'(\\:(.?[<>=\\^]", "    result_of_the_comp",
+             "s = 'caf\u00e9 cr\u00e8mebr\u00fbl\u00e9e"]
+
+
+def test_a_long_run_is_healed_from_its_last_tokens_the_rest_read_as_prompt():
+    spell = {"ab": [b"a", b"b"], "abcdef": [b"ab", b"cd", b"ef"], "\u00e9\u00e9": [b"\xc3", b"\xa9\xc3", b"\xa9"]}
+    assert heal_last_tokens("x =", "ab", spell.get, 2) == ("x =", "ab")  # two tokens: all healed
+    assert heal_last_tokens("x =", "abcdef", spell.get, 2) == ("x =ab", "cdef")
+    assert heal_last_tokens("x =", "abcdef", spell.get, 1) == ("x =abcd", "ef")
+    # a token boundary inside a character backs up to the character's start
+    assert heal_last_tokens("", "\u00e9\u00e9", spell.get, 1) == ("\u00e9", "\u00e9")
+    assert heal_last_tokens("x", "abcdef", lambda t: [b"abc"], 1) == ("x", "abcdef")  # pieces that do not spell it
 
 
 def vocab(name: str) -> Vocab:
@@ -177,3 +191,21 @@ def test_healed_speculative_output_equals_healed_plain_output(engine, model, gem
             drafter.engine.close()
         if eng is not engine:
             eng.close()
+
+
+@pytest.mark.parametrize("prefix", LONG_RUNS)
+def test_a_long_run_heals_its_last_tokens_at_the_tokenizers_own_boundary(real_vocab, prefix):
+    """The prompt ends where the tokenizer ends a token of the run, the constraint covers at most
+    the last HEAL_TOKENS tokens, and generation still spells exactly what was typed."""
+    name, v = real_vocab
+    pieces = v.pieces()
+    spell = lambda text: [pieces[t] for t in v.tokenize(text, parse_special=False)]  # noqa: E731
+    kept, run = heal_split(prefix)
+    head, healed = heal_last_tokens(kept, run, spell)
+    assert head + healed == prefix and healed and "\n" not in healed
+    assert len(spell(healed)) <= HEAL_TOKENS or len(spell(run)) <= HEAL_TOKENS
+    if head != kept:  # cut at one of the run's own token boundaries
+        assert spell(run)[: len(spell(head[len(kept):]))] == spell(head[len(kept):])
+    for seed in range(3):
+        toks = constrained(v, healed.encode(), seed)
+        assert (head.encode() + b"".join(v.token_bytes(t) for t in toks)).startswith(prefix.encode()), name

@@ -166,3 +166,16 @@ def test_no_text_after_the_cursor_when_suffix_chars_is_zero_in_the_full_or_the_s
 def test_a_half_typed_word_is_written_again_by_the_model(planner):
     prompt = planner.full(request("def area(width, height):\n    return wi"))
     assert prompt.heal.strip() == b"wi" and planner.heal(prompt.heal) is not None
+
+
+def test_typing_on_in_a_long_word_the_prompt_takes_what_is_typed_and_heals_its_last_tokens(planner, vocab):
+    """A healed token is generated again at every keystroke: a long half-typed name is read into
+    the prompt, all but its last two tokens, which stay healed."""
+    word = "LiterateHaskellLexer"
+    before = LONG[:400] + "\n    return "
+    heals = []
+    for n in range(1, len(word) + 1):
+        full = planner.full(request(before + word[:n]))
+        assert vocab.detokenize(full.tokens).endswith((before + word[:n])[: -len(full.heal) or None][-30:])
+        heals.append(len(vocab.tokenize(full.heal.decode(), parse_special=False)))
+    assert max(heals) <= 2 and full.heal.decode() != " " + word
