@@ -134,6 +134,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_lsp(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
     from bench.lsp import Typist
     from bench.lsp import main as bench_lsp
 
@@ -149,7 +151,9 @@ def cmd_bench_lsp(args: argparse.Namespace) -> int:
             raise ValueError(f"--workspace {args.workspace}: not a folder")
         if args.sessions < 1 or (args.sessions > 1 and (variants or args.workspace)):
             raise ValueError("--sessions takes a number from 1, and goes without --variant and --workspace")
-        typist = Typist(args.key_ms, args.warm, args.focus, args.accept)
+        typist = Typist(warm=args.warm, focus=args.focus, accept=args.accept)
+        if args.key_ms is not None:
+            typist = replace(typist, key_ms=args.key_ms)
         return bench_lsp(args.workload, typist, args.json, settings, variants, args.workspace, args.sessions,
                          args.separate)
     except (ValueError, OSError) as exc:
@@ -350,7 +354,7 @@ def _add_server_bench_commands(sub) -> None:
     """Benches of the real server and of engine configurations."""
     p = sub.add_parser("bench-lsp", help="type workload cases into the real server; latency and usefulness")
     p.add_argument("--workload", required=True, help="JSONL file from `specfill workload`")
-    p.add_argument("--key-ms", type=float, default=80.0, help="pause between keystrokes")
+    p.add_argument("--key-ms", type=float, help="pause between keystrokes, ms (default: the bench typist's)")
     p.add_argument("--json")
     p.add_argument("--settings", help='server settings as JSON, e.g. \'{"model": {"remote": {"url": "http://127.0.0.1:8012"}}}\'')
     p.add_argument("--variant", action="append", metavar="NAME=JSON",
