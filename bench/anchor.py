@@ -7,8 +7,9 @@ is part of what the bench's peak RSS shows.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import cast
 
 import llama_cpp
 from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
@@ -32,8 +33,10 @@ class Anchor:
         ttft = None
         text = ""
         chunks = 0
-        for chunk in self.llm.create_completion(list(prompt), max_tokens=max_tokens, temperature=0.0,
-                                                repeat_penalty=1.0, stop=list(stop) or None, stream=True):
+        stream = cast(Iterator[dict], self.llm.create_completion(  # stream=True: chunks, not one response
+            list(prompt), max_tokens=max_tokens, temperature=0.0, repeat_penalty=1.0, stop=list(stop) or None,
+            stream=True))
+        for chunk in stream:
             if ttft is None:
                 ttft = (time.perf_counter() - t0) * 1000
             text += chunk["choices"][0]["text"]

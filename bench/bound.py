@@ -84,6 +84,6 @@ def bounds(cases: Sequence[Sequence[Spot]], costs: CostModel, max_draft: int) ->
             for k in range(max_draft + 1):
                 ks[kind] = k
                 scores[k] = total()
-            ks[kind] = min(scores, key=scores.get)
+            ks[kind] = min(scores, key=lambda k: scores[k])
     per_kind = total()
     return {"per_position": plain / oracle if oracle else 1.0, "per_kind": plain / per_kind if per_kind else 1.0}

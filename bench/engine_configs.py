@@ -41,7 +41,7 @@ def code_tokens(engine, n: int) -> list[int]:
     import inspect as i
     import textwrap as t
 
-    text = "".join(Path(m.__file__).read_text() for m in (a, i, t))
+    text = "".join(Path(str(m.__file__)).read_text() for m in (a, i, t))
     return engine.tokenize(text)[:n]
 
 

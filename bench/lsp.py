@@ -36,7 +36,7 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from bench.lsp_client import kill_shared, server_stats, shared_status, start_server, stop_server
+from bench.lsp_client import kill_shared, server_pid, server_stats, shared_status, start_server, stop_server
 from bench.machine import cpu_flags
 from bench.memory import peak_rss_mb, rss_mb
 from bench.workload import load_workload
@@ -128,7 +128,7 @@ async def _case(client, n: int, case: dict, typist: Typist, tally: Tally) -> Non
     pending: list[tuple[asyncio.Future, float, dict]] = []
 
     def ask(prefix: str) -> tuple[asyncio.Future, float, dict]:
-        fut, arrived = request(prefix), {}
+        fut, arrived = request(prefix), dict[str, float]()
         fut.add_done_callback(lambda f: arrived.setdefault("t", time.perf_counter()))
         pending.append((fut, time.perf_counter(), arrived))
         return pending[-1]
@@ -200,7 +200,7 @@ async def _run(cases: list[dict], typist: Typist, settings: dict,
     t0 = time.perf_counter()
     tally = await _type_cases(client, list(enumerate(cases)), typist, [0], len(cases))
     stats = await server_stats(client)
-    peak_rss = peak_rss_mb(client._server.pid)
+    peak_rss = peak_rss_mb(server_pid(client))
     await stop_server(client)
     sys.stderr.write("\n")
     return _report(tally, stats, cases, typist, settings, workspace, t0) | {
@@ -224,9 +224,9 @@ async def _run_sessions(cases: list[dict], sessions: int, separate: bool, typist
             sys.stderr.write("\n")
             stats = [await server_stats(c) for c in clients]
             if separate:
-                pids = [c._server.pid for c in clients]
+                pids = [server_pid(c) for c in clients]
             else:
-                pids = [(await shared_status(clients[0]))["pid"], *(c._server.pid for c in clients)]
+                pids = [(await shared_status(clients[0]))["pid"], *(server_pid(c) for c in clients)]
             rss = sum(rss_mb(pid) for pid in set(pids))
             reports = {f"session {i + 1}": _report(t, st, cases[i::sessions], typist, settings, None, t0)
                        for i, (t, st) in enumerate(zip(tallies, stats, strict=True))}

@@ -43,10 +43,11 @@ async def start_server(name: str, settings: dict | None = None, capabilities: ty
         """The server's log is for editors; the tools print their own figures."""
 
     await client.start_io(sys.executable, "-m", "lsp_server", *command, env=env)
-    folder = Path(workspace).resolve().as_uri() if workspace else None
+    folder = types.WorkspaceFolder(uri=Path(workspace).resolve().as_uri(), name=Path(workspace).name) \
+        if workspace else None
     await client.initialize_async(types.InitializeParams(
-        capabilities=capabilities or types.ClientCapabilities(), root_uri=folder,
-        workspace_folders=[types.WorkspaceFolder(uri=folder, name=Path(workspace).name)] if folder else None,
+        capabilities=capabilities or types.ClientCapabilities(), root_uri=folder.uri if folder else None,
+        workspace_folders=[folder] if folder else None,
         initialization_options={"specfill": settings or {}}))
     client.initialized(types.InitializedParams())
     while wait_ready and not _ready(await server_stats(client), bool(workspace)):
@@ -58,6 +59,13 @@ def _ready(stats: dict, indexing: bool) -> bool:
     """The model loaded and, when asked for, the workspace scanned (or its indexing off)."""
     workspace = stats.get("workspace")
     return stats["state"] != "loading" and (not indexing or workspace is None or bool(workspace.get("scanned")))
+
+
+def server_pid(client: LanguageClient) -> int:
+    """The pid of the process the client started (the server, or `specfill attach`)."""
+    if client._server is None:
+        raise RuntimeError("the client has no server process")
+    return client._server.pid
 
 
 async def stop_server(client: LanguageClient) -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from lsprotocol import types
 
 from bench.demo import sample_text
-from bench.lsp_client import server_stats, start_server, stop_server
+from bench.lsp_client import server_pid, server_stats, start_server, stop_server
 from bench.memory import rss_mb
 from lsp_server.positions import utf16_position
 from lsp_server.stats import percentiles
@@ -174,7 +174,7 @@ async def run_replay(client, uri: str, text: str, seconds: float, rate: float, p
 
 async def _main(edits: int, cancels: int, seconds: float, rate: float, seed: int) -> dict:
     client = await start_server("specfill-stress")
-    pid = client._server.pid
+    pid = server_pid(client)
     out: dict = {}
     t0 = time.perf_counter()
     e = await run_edits(client, "file:///tmp/specfill-stress/edits.py", edits, seed)
