@@ -39,20 +39,16 @@ def heal_last_tokens(kept: str, healed: str, pieces: Callable[[str], Sequence[by
     """`heal_split`'s (kept, healed) with the healed run cut to its last `tokens` tokens (as
     `pieces` spells the run), the rest moved to the prompt: a cut at a token boundary of the
     run, so the prompt ends as the tokenizer would end it there."""
-    data, at = healed.encode(), 0
+    data = healed.encode()
     spelled = list(pieces(healed))
     extra = len(b"".join(spelled)) - len(data)
     if spelled and 0 < extra <= len(spelled[0]) and spelled[0][:extra].isspace():
         spelled[0] = spelled[0][extra:]  # SentencePiece puts a space before the text
     spelled = [p for p in spelled if p]
-    for piece in spelled[: max(0, len(spelled) - tokens)]:
-        at += len(piece)
-    while at > 0:  # a boundary inside a character is no place to cut: back up to one
-        try:
-            head = data[:at].decode()
-            break
-        except UnicodeDecodeError:
-            at -= 1
-    if at <= 0 or b"".join(spelled) != data:
+    if len(spelled) <= tokens or b"".join(spelled) != data:
         return kept, healed
+    at = sum(len(p) for p in spelled[:-tokens])
+    while at > 0 and data[at] & 0xC0 == 0x80:  # inside a character: back up to its first byte
+        at -= 1
+    head = data[:at].decode()
     return kept + head, healed[len(head):]
