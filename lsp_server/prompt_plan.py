@@ -82,18 +82,35 @@ class PromptPlanner:
         """The lines nearest the cursor, about `budget_tokens`. Its start and size stay put
         while the user types on at this place, so each keystroke reads one or two tokens."""
         start, n = self._short.get(req.path, (-1, 0))
-        fim = FAMILIES[self.family].fim
-        suffix_chars = req.settings.context.suffix_chars  # a quarter of the short prompt, at most this
         if not _short_start_fits(req, start, n):
             # At least MIN_SHORT_TOKENS even over the budget: on a machine slowed by other
             # work, reading the full prompt instead held requests for seconds.
             n = max(MIN_SHORT_TOKENS, budget_tokens)
             chars = int(n * CHARS_PER_TOKEN)
-            chars -= len(suffix_excerpt(req.suffix, min(chars // 4, suffix_chars))) if fim else 0
-            start = len(req.prefix) - len(nearest_lines(req.prefix, chars))
-            self._short[req.path] = (start, n)
-            while len(self._short) > PINNED:
-                self._short.popitem(last=False)
+            if FAMILIES[self.family].fim:
+                chars -= len(suffix_excerpt(req.suffix, min(chars // 4, req.settings.context.suffix_chars)))
+            start = self._pin_short(req, n, chars)
+        prompt = self._short_prompt(req, start, n)
+        while prompt is not None and len(prompt.tokens) >= n + n // 2 and len(req.prefix) - start > 1:
+            # Denser text than CHARS_PER_TOKEN (symbols, a regex): a prompt cut to fit from
+            # the left would shift every token at every keystroke and be read anew each time.
+            start = self._pin_short(req, n, (len(req.prefix) - start) // 2)
+            prompt = self._short_prompt(req, start, n)
+        return prompt
+
+    def _pin_short(self, req: Request, n: int, chars: int) -> int:
+        """Where the short prompt of `req`'s place starts from now on: at most `chars` of the
+        text before the cursor, from a line start where there is one."""
+        start = len(req.prefix) - len(nearest_lines(req.prefix, chars))
+        self._short[req.path] = (start, n)
+        self._short.move_to_end(req.path)
+        while len(self._short) > PINNED:
+            self._short.popitem(last=False)
+        return start
+
+    def _short_prompt(self, req: Request, start: int, n: int) -> Prompt | None:
+        fim = FAMILIES[self.family].fim
+        suffix_chars = req.settings.context.suffix_chars  # a quarter of the short prompt, at most this
         suffix = suffix_excerpt(req.suffix, min(int(n * CHARS_PER_TOKEN) // 4, suffix_chars)) if fim else ""
         return self._tokens(req, req.prefix[start:], suffix, [], self.short_seq(req.path), budget=n + n // 2)
 

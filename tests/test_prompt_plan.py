@@ -6,6 +6,7 @@ model: nothing is evaluated."""
 from __future__ import annotations
 
 import argparse
+import itertools
 import threading
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from lsp_server.settings import Settings
 from prompts import ContextFile, family_for
 from prompts.heal import HEAL_TOKENS
 from speculative.cost_model import ReadRate
-from speculative.engine import FULL, SHORT, SHORT_SEQS
+from speculative.engine import FULL, SHORT, SHORT_SEQS, common_prefix
 from speculative.heal import PieceIndex
 from speculative.vocab import Vocab
 
@@ -180,3 +181,17 @@ def test_typing_on_in_a_long_word_the_prompt_takes_what_is_typed_and_heals_its_l
         assert vocab.detokenize(full.tokens).endswith((before + word[:n])[: -len(full.heal) or None][-30:])
         heals.append(len(vocab.tokenize(full.heal.decode(), parse_special=False)))
     assert max(heals) <= HEAL_TOKENS and full.heal.decode() != " " + word
+
+
+def test_typing_dense_text_the_short_prompt_is_not_read_anew_at_every_keystroke(planner, vocab):
+    """A regex is more tokens a character than CHARS_PER_TOKEN: cut to fit from the left, the
+    short prompt would shift by a token at each keystroke and be read from its start."""
+    regex = (r"""    pattern = re.compile(r'(\:(.?[<>=\^])?(?P<sign>[-+ ])?(#)?(0)?(\d+)?(,)?(\.\d+)?"""
+             r"""([bcdeEfFgGnosxX%])?')""")
+    before = LONG[:2000] + "\n"
+    prompts = [planner.short(request(before + regex[:i]), MIN_SHORT_TOKENS) for i in range(1, len(regex) + 1)]
+    read = sum(len(b.tokens) - common_prefix(a.tokens, b.tokens) for a, b in itertools.pairwise(prompts))
+    assert read <= 2 * len(regex), f"{read} tokens read over {len(regex)} keystrokes"
+    assert all(len(p.tokens) <= MIN_SHORT_TOKENS * 3 // 2 for p in prompts)
+    assert vocab.detokenize(prompts[-1].tokens).endswith(regex[: -len(prompts[-1].heal) or None][-20:])
+
