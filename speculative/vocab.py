@@ -8,12 +8,18 @@ llama.cpp's sources carry for many tokenizers.
 from __future__ import annotations
 
 import ctypes
+import functools
 from collections.abc import Sequence
 from pathlib import Path
 
 import llama_cpp
 
 from speculative.errors import ModelError
+
+# Texts this long are tokenized once while they stay the same: the text after the cursor and
+# other files' text are tokenized again at every keystroke, for the prompt and prompt lookup.
+MEMO_CHARS = 512
+MEMO_TEXTS = 32
 
 
 class Vocab:
@@ -23,6 +29,7 @@ class Vocab:
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(self._vocab)
         self._pieces: list[bytes] | None = None
         self._owned = None  # the model, when this vocabulary loaded it alone (load)
+        self._memo = functools.lru_cache(maxsize=MEMO_TEXTS)(self._tokenize)
 
     @classmethod
     def load(cls, path: str | Path) -> Vocab:
@@ -42,6 +49,11 @@ class Vocab:
             self._owned = None
 
     def tokenize(self, text: str, add_special: bool = False, parse_special: bool = True) -> list[int]:
+        if len(text) >= MEMO_CHARS:
+            return list(self._memo(text, add_special, parse_special))
+        return list(self._tokenize(text, add_special, parse_special))
+
+    def _tokenize(self, text: str, add_special: bool, parse_special: bool) -> tuple[int, ...]:
         data = text.encode("utf-8", errors="surrogatepass")
         cap = len(data) + 16
         buf = (llama_cpp.llama_token * cap)()
@@ -50,7 +62,7 @@ class Vocab:
             cap = -n
             buf = (llama_cpp.llama_token * cap)()
             n = llama_cpp.llama_tokenize(self._vocab, data, len(data), buf, cap, add_special, parse_special)
-        return list(buf[:n])
+        return tuple(buf[:n])
 
     def token_bytes(self, token: int) -> bytes:
         if self._pieces is not None:

@@ -195,3 +195,11 @@ def test_typing_dense_text_the_short_prompt_is_not_read_anew_at_every_keystroke(
     assert all(len(p.tokens) <= MIN_SHORT_TOKENS * 3 // 2 for p in prompts)
     assert vocab.detokenize(prompts[-1].tokens).endswith(regex[: -len(prompts[-1].heal) or None][-20:])
 
+
+def test_a_long_text_is_tokenized_once_and_each_caller_gets_its_own_list(vocab):
+    """The text after the cursor is tokenized at every keystroke, for the prompt and for lookup."""
+    hits = vocab._memo.cache_info().hits
+    first = vocab.tokenize(LONG[:4000], parse_special=False)
+    first.append(-1)
+    again = vocab.tokenize(LONG[:4000], parse_special=False)
+    assert again == first[:-1] and vocab._memo.cache_info().hits == hits + 1
