@@ -39,6 +39,7 @@ class ModelWorker:
         self._typed_at: dict[object, float] = {}  # session -> its latest keystroke, while typing
         self._yielding: set[threading.Event] = set()  # background work: any request stops it
         self._yielding_lock = threading.Lock()  # the model thread drops finished work from it
+        self._queued = 0  # requests submitted and not started (under _yielding_lock)
         self.schedule = ReadAhead()
         self.backend: CompletionEngine | None = None
         self.loaded = ""  # the model asked for (a path, or the remote engine), once it serves
@@ -159,9 +160,11 @@ class ModelWorker:
 
     def yield_to_requests(self, cancel: threading.Event) -> None:
         """Work the user no longer waits for (the rest of an answered suggestion): any
-        request, of any session, stops it."""
-        if not cancel.is_set():
-            with self._yielding_lock:
+        request, of any session, stops it, one already waiting at once."""
+        with self._yielding_lock:
+            if self._queued:
+                cancel.set()
+            elif not cancel.is_set():
                 self._yielding.add(cancel)
 
     def complete(self, prefix: str, suffix: str, path: str, settings: Settings,
@@ -172,6 +175,9 @@ class ModelWorker:
         """Queue a generation for `owner` (a session); it supersedes the owner's running one.
         Background work (an after-accept generation) yields to any request. While another
         session types, the request reads less of its prompt before answering (prompt_plan)."""
+        if not background:
+            with self._yielding_lock:  # before the interrupt: yield_to_requests sees one or the other
+                self._queued += 1
         self._interrupt(owner)
         cancel = cancel or threading.Event()
         typing = False
@@ -181,7 +187,7 @@ class ModelWorker:
             self._latest[owner] = cancel
             typing = self.typed(owner)
         req = Request(prefix, suffix, path, settings, cancel, on_text, others, candidates, typing)
-        future = self._pool.submit(self._serve, req)
+        future = self._pool.submit(self._serve, req, not background)
         future.add_done_callback(lambda _: self._done(cancel))
         return future
 
@@ -211,7 +217,10 @@ class ModelWorker:
         if (local := self.local) is not None:
             local.focus(req, focus)
 
-    def _serve(self, req: Request) -> Completion | None:
+    def _serve(self, req: Request, request: bool = True) -> Completion | None:
+        if request:
+            with self._yielding_lock:
+                self._queued -= 1
         self.schedule.start()
         try:
             return self.backend.complete(req) if self.backend is not None else None

@@ -156,6 +156,28 @@ def test_a_session_counts_as_typing_until_its_last_keystroke_is_older_than_typin
         w.shutdown()
 
 
+def test_the_rest_of_an_answered_suggestion_gives_way_at_once_to_a_request_already_waiting():
+    """Two windows: when one window's suggestion is answered and its rest would go on in the
+    background, the other window's request already queued behind it must not wait for the rest."""
+    w, gate = ModelWorker(), threading.Event()
+    try:
+        w._pool.submit(gate.wait)  # the model thread busy with window a's generation
+        queued = w.complete("x = ", "", "b.py", Settings(), owner="b")
+        rest = threading.Event()
+        w.yield_to_requests(rest)
+        assert rest.is_set(), "window b's request was already waiting"
+        gate.set()
+        queued.result(timeout=10)
+        later = threading.Event()
+        w.yield_to_requests(later)
+        assert not later.is_set()  # nothing waits: the rest goes on until a request comes
+        w.complete("y = ", "", "b.py", Settings(), owner="b").result(timeout=10)
+        assert later.is_set()
+    finally:
+        gate.set()
+        w.shutdown()
+
+
 def test_landing_while_another_session_types_reads_a_quarter_of_the_budget(worker):
     """The shared server: a window landing while another one types answers from a short prompt
     that a quarter of the budget reads, as the other window's next keystroke would wait for the
