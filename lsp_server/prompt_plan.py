@@ -86,10 +86,7 @@ class PromptPlanner:
             # At least MIN_SHORT_TOKENS even over the budget: on a machine slowed by other
             # work, reading the full prompt instead held requests for seconds.
             n = max(MIN_SHORT_TOKENS, budget_tokens)
-            chars = int(n * CHARS_PER_TOKEN)
-            if FAMILIES[self.family].fim:
-                chars -= len(suffix_excerpt(req.suffix, min(chars // 4, req.settings.context.suffix_chars)))
-            start = self._pin_short(req, n, chars)
+            start = self._pin_short(req, n, int(n * CHARS_PER_TOKEN) - len(self._short_suffix(req, n)))
         prompt = self._short_prompt(req, start, n)
         while prompt is not None and len(prompt.tokens) >= n + n // 2 and len(req.prefix) - start > 1:
             # Denser text than CHARS_PER_TOKEN (symbols, a regex): a prompt cut to fit from
@@ -109,10 +106,15 @@ class PromptPlanner:
         return start
 
     def _short_prompt(self, req: Request, start: int, n: int) -> Prompt | None:
-        fim = FAMILIES[self.family].fim
-        suffix_chars = req.settings.context.suffix_chars  # a quarter of the short prompt, at most this
-        suffix = suffix_excerpt(req.suffix, min(int(n * CHARS_PER_TOKEN) // 4, suffix_chars)) if fim else ""
-        return self._tokens(req, req.prefix[start:], suffix, [], self.short_seq(req.path), budget=n + n // 2)
+        return self._tokens(req, req.prefix[start:], self._short_suffix(req, n), [], self.short_seq(req.path),
+                            budget=n + n // 2)
+
+    def _short_suffix(self, req: Request, n: int) -> str:
+        """The text after the cursor in a short prompt of `n` tokens: a quarter of it, at most
+        context.suffixChars (none for a family without fill-in-the-middle)."""
+        if not FAMILIES[self.family].fim:
+            return ""
+        return suffix_excerpt(req.suffix, min(int(n * CHARS_PER_TOKEN) // 4, req.settings.context.suffix_chars))
 
     def short_seq(self, path: str) -> int:
         """The sequence `path`'s short prompt is read into: its own while it is among the
