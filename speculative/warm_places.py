@@ -12,7 +12,9 @@ from collections.abc import Sequence
 
 from speculative.engine import FULL, Engine, SavedSeq, common_prefix
 
-MIN_SAVE = 128  # tokens: a cache smaller than this is cheaper to read again than to keep
+# tokens: fewer are read again in one step (a ubatch); a larger one, even of a small file,
+# would be read again at each keystroke of a window typing beside another.
+MIN_SAVE = 32
 
 
 # Enough for a few places besides the live one, within the server's memory limit (the model +

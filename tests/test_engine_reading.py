@@ -89,6 +89,20 @@ def test_saved_windows_stay_within_their_bounds_and_come_back(engine):
     assert windows.prepare(engine, places[0]) == 0, "the oldest was dropped"
 
 
+def test_a_small_file_typed_beside_another_window_comes_back_by_a_load(engine):
+    """Two windows typing in turn, one on a file of a few lines: its cache is kept as the other
+    one's is, not read again at each of its keystrokes."""
+    tokens = engine.tokenize(SOURCE)
+    small, other = tokens[:64], tokens[5000:5300]
+    engine.reset()
+    windows = WarmPlaces()
+    for place in (small, other):
+        windows.prepare(engine, place)
+        engine.read(place, threading.Event())
+    assert windows.prepare(engine, small) == len(small) - 1 and windows.loads == 1
+    assert engine.held(FULL) == small[:-1]
+
+
 def test_short_prompts_of_other_places_give_way_when_the_cells_run_out(engine):
     """Two short prompts kept beside the full one: a full prompt that needs their cells drops
     short prompts, only as many as it needs (a failed decode would lose the request)."""
