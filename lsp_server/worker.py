@@ -188,7 +188,7 @@ class ModelWorker:
             typing = self.typed(owner)
         req = Request(prefix, suffix, path, settings, cancel, on_text, others, candidates, typing)
         future = self._pool.submit(self._serve, req, not background)
-        future.add_done_callback(lambda _: self._done(cancel))
+        future.add_done_callback(lambda f: self._done(cancel, queued=not background and f.cancelled()))
         return future
 
     def typed(self, owner: object) -> bool:
@@ -200,9 +200,11 @@ class ModelWorker:
         self._typed_at[owner] = now
         return others
 
-    def _done(self, cancel: threading.Event) -> None:
+    def _done(self, cancel: threading.Event, queued: bool) -> None:
         with self._yielding_lock:
             self._yielding.discard(cancel)
+            if queued:  # cancelled before it started (shutdown, or its caller): it waits no more
+                self._queued -= 1
 
     def read_ahead(self, prefix: str, suffix: str, path: str, settings: Settings,
                    others: tuple[ContextFile, ...] = ()) -> None:

@@ -178,6 +178,22 @@ def test_the_rest_of_an_answered_suggestion_gives_way_at_once_to_a_request_alrea
         w.shutdown()
 
 
+def test_a_request_cancelled_before_it_started_no_longer_stops_the_rest_of_a_suggestion():
+    """A queued request whose caller gave up before the model thread took it waits no more:
+    the rest of an answered suggestion must then go on, not stop at once for it."""
+    w, gate = ModelWorker(), threading.Event()
+    try:
+        w._pool.submit(gate.wait)
+        assert w.complete("x = ", "", "b.py", Settings(), owner="b").cancel()
+        rest = threading.Event()
+        w.yield_to_requests(rest)
+        assert not rest.is_set(), "no request waits"
+        gate.set()
+    finally:
+        gate.set()
+        w.shutdown()
+
+
 def test_landing_while_another_session_types_reads_a_quarter_of_the_budget(worker):
     """The shared server: a window landing while another one types answers from a short prompt
     that a quarter of the budget reads, as the other window's next keystroke would wait for the
