@@ -4,7 +4,9 @@ kinds: `fim` a random line is the middle; `edit` a line with a near-twin among t
 above (repetitive code); `copy` a line of 20+ characters that stands verbatim within the
 200 lines above (boilerplate); `crossfile` a line of code using a name that nothing above it in its
 file mentions and one to three other files of the folder define (only the folder can tell the model).
-The cursor always sits after the line's indentation.
+The cursor always sits after the line's indentation. Files with a line of over MAX_LINE
+characters (minified bundles) give no cases: nobody types them, and a bench would type one
+character a keystroke for half an hour.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from lsp_server.workspace import decode_text
 
 CODE_SUFFIXES = {".py", ".js", ".ts", ".go", ".rs", ".c", ".h", ".cc", ".cpp", ".java", ".lua", ".rb", ".sh"}
 MAX_FILE_BYTES = 512_000
+MAX_LINE = 1000  # characters: a file with a longer line is generated (a minified bundle), not typed
 KINDS = ("fim", "edit", "copy", "crossfile")
 # A definition's name, in the languages workloads are cut from: def/class (Python), function/
 # class/const/let/var (JavaScript, TypeScript), func/type (Go), fn/struct/enum/trait (Rust).
@@ -115,6 +118,8 @@ def build_workload(root: Path, kind: str, n: int, seed: int) -> list[dict]:
         if text is None:
             continue
         lines = text.split("\n")
+        if max(map(len, lines)) > MAX_LINE:
+            continue
         elsewhere = {n for n, where in definers.items() if where - {path} and len(where) <= SPECIFIC} \
             - defined_names(text)
         picks = list(eligible_lines(lines, kind, elsewhere))

@@ -53,6 +53,13 @@ def test_same_seed_same_cases_and_binary_files_skipped(tmp_path):
     assert {Path(c["path"]).name for c in first} == {"a.py"}
 
 
+def test_a_minified_file_gives_no_cases(tmp_path):
+    (tmp_path / "app.js").write_text("const a = 1\nconst b = 2\n")
+    (tmp_path / "app.min.js").write_text('"use strict";' + "var x=1;" * 200 + "\n//# sourceMappingURL=app.min.js.map\n")
+    cases = build_workload(tmp_path, "fim", 4, seed=1)
+    assert cases and {Path(c["path"]).name for c in cases} == {"app.js"}
+
+
 def test_cli_writes_jsonl_with_the_schema(tmp_path):
     out = tmp_path / "w.jsonl"
     proc = subprocess.run([sys.executable, "-m", "lsp_server", "workload", "--from", str(STDLIB), "--kind", "copy",
