@@ -169,7 +169,7 @@ def cmd_bench_memory(args: argparse.Namespace) -> int:
     except ValueError:
         print(f"specfill: --windows {args.windows!r}: expected numbers, e.g. 1,2,4", file=sys.stderr)
         return 2
-    return bench_memory(counts)
+    return bench_memory(counts, args.vscode)
 
 
 def cmd_bench_engine(args: argparse.Namespace) -> int:
@@ -373,6 +373,8 @@ def _add_server_bench_commands(sub) -> None:
     p = sub.add_parser("bench-memory", help="memory of the specfill processes behind 1, 2, 4 real Neovim windows: "
                                             "one shared server against a server each")
     p.add_argument("--windows", default="1,2,4", help="window counts (default 1,2,4)")
+    p.add_argument("--vscode", action="store_true",
+                   help="the last window of each count is a real VS Code window (code-server, from `make editors`)")
     p.set_defaults(func=cmd_bench_memory)
     p = sub.add_parser("bench-engine", help="prompt, decode and verify speed, memory, batch invariance and accuracy "
                                             "per engine configuration (weights, repack, n_ubatch, build)")
