@@ -5,8 +5,8 @@ above (repetitive code); `copy` a line of 20+ characters that stands verbatim wi
 200 lines above (boilerplate); `crossfile` a line of code using a name that nothing above it in its
 file mentions and one to three other files of the folder define (only the folder can tell the model).
 The cursor always sits after the line's indentation. Files with a line of over MAX_LINE
-characters (minified bundles) give no cases: nobody types them, and a bench would type one
-character a keystroke for half an hour.
+characters (minified bundles) give no cases: nobody types them, and a bench would type such a
+line one character a keystroke.
 """
 
 from __future__ import annotations
