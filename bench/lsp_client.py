@@ -80,8 +80,9 @@ async def shared_status(client: LanguageClient) -> dict:
 
 
 def shared_server_pids(runtime: str | Path) -> list[int]:
-    """The shared servers started under a runtime folder (a bench's own), from their logs."""
-    return [int(pid) for log in Path(runtime).glob("specfill/*.log")
+    """The shared servers started under a runtime folder (a bench's, an editor's, a test's),
+    from their logs, in order."""
+    return [int(pid) for log in sorted(Path(runtime).glob("specfill/*.log"))
             for pid in re.findall(r"listening on \S+ \(pid (\d+)", log.read_text())]
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -15,6 +14,8 @@ from pathlib import Path
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 from pytest_lsp.client import make_test_lsp_client
+
+from bench.lsp_client import shared_server_pids
 
 ATTACH = [sys.executable, "-m", "lsp_server", "attach"]
 
@@ -38,7 +39,7 @@ def daemon_log(env: dict) -> str:
 
 def daemon_pids(env: dict) -> list[int]:
     """Every shared server started for this runtime folder, in order."""
-    return server_pids(Path(env["XDG_RUNTIME_DIR"]))
+    return shared_server_pids(Path(env["XDG_RUNTIME_DIR"]))
 
 
 def alive(pid: int) -> bool:
@@ -57,14 +58,8 @@ def kill_daemons(env: dict) -> None:
     kill_shared_servers(Path(env["XDG_RUNTIME_DIR"]))
 
 
-def server_pids(runtime: Path) -> list[int]:
-    """Every shared server started under this runtime folder (an editor's, a test's), in order."""
-    return [int(pid) for log in sorted(runtime.glob("specfill/*.log"))
-            for pid in re.findall(r"listening on \S+ \(pid (\d+)", log.read_text())]
-
-
 def kill_shared_servers(runtime: Path) -> None:
-    for pid in server_pids(runtime):
+    for pid in shared_server_pids(runtime):
         if alive(pid):
             os.kill(pid, signal.SIGKILL)
 

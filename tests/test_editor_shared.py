@@ -8,9 +8,10 @@ import signal
 
 import pytest
 
+from bench.lsp_client import shared_server_pids
 from tests.editor_sample import SOURCE
 from tests.nvim_helpers import ghost, server_stats, start_nvim, wait_for, wait_ready
-from tests.shared_helpers import alive, kill_shared_servers, server_pids
+from tests.shared_helpers import alive, kill_shared_servers
 from tests.vscode_helpers import CodeServer
 
 pytestmark = pytest.mark.editors
@@ -55,7 +56,7 @@ def test_two_neovims_and_a_vscode_window_share_one_server(tmp_path):
         assert _type_and_see(b, folders["nvim-b"] / "shapes.py").strip()
 
         # One server, one model load, every editor a session of it.
-        assert len(server_pids(runtime)) == 1
+        assert len(shared_server_pids(runtime)) == 1
         assert _shared_log(runtime).count("model loaded in") == 1
         stats = server_stats(b)
         assert stats["shared"] is True and stats["sessions"] == 3
@@ -71,7 +72,7 @@ def test_two_neovims_and_a_vscode_window_share_one_server(tmp_path):
         assert ghost(b).strip()
 
         # A killed server: the plugin says so, and the next keystroke starts another.
-        (pid,) = server_pids(runtime)
+        (pid,) = shared_server_pids(runtime)
         os.kill(pid, signal.SIGKILL)
         wait_for(b, "require('specfill').lost == true and require('specfill').client() == nil", 30)
         assert "the server stopped" in b.command_output("messages")
@@ -80,7 +81,7 @@ def test_two_neovims_and_a_vscode_window_share_one_server(tmp_path):
         assert wait_ready(b)["shared"] is True
         b.input("<BS>")
         assert ghost(b).strip()
-        first, second = server_pids(runtime)
+        first, second = shared_server_pids(runtime)
         assert second != first and alive(second)
     finally:
         for nvim in (a, b):
