@@ -4,9 +4,10 @@ A request is answered, in order of preference: from the type-through cache (the 
 what the last suggestion said); by an in-flight generation that still agrees with what was
 typed; or by a new generation, answered as soon as its first line is complete, or with the
 text so far PARTIAL_MS after its first text (a long line would otherwise arrive after the next
-keystroke), while the rest is generated in the background into the cache. Once a suggestion
-is complete and shown, what would follow it if it were accepted is generated into the cache
-too (completion.afterAccept), so Tab and a pause show the next one at once.
+keystroke), or at once when other work waits for the model; the rest is generated in the
+background into the cache. Once a suggestion is complete and shown, what would follow it if it
+were accepted is generated into the cache too (completion.afterAccept), so Tab and a pause
+show the next one at once.
 """
 
 from __future__ import annotations
@@ -165,7 +166,10 @@ class Pipeline:
         def on_text(text: str) -> None:  # on the model thread
             first = not flight.text
             entry.text = flight.text = text
-            if first_complete_line(text) is not None and not flight.first_line.is_set():
+            if flight.first_line.is_set():
+                return
+            if first_complete_line(text) is not None or (self.worker.wanted and text.split("\n", 1)[0].strip()):
+                # A line to show; or, as the model's next work waits for the rest, what there is.
                 loop.call_soon_threadsafe(flight.first_line.set)
             elif first:
                 loop.call_soon_threadsafe(loop.call_later, PARTIAL_MS / 1000, flight.first_line.set)

@@ -64,6 +64,11 @@ class ModelWorker:
         return self.schedule.pending is not None
 
     @property
+    def wanted(self) -> bool:
+        """Work is queued for the model thread (a request of any session, a load)."""
+        return self.schedule.waiting()
+
+    @property
     def ready(self) -> bool:
         return self._loads == 0 and self.backend is not None
 

@@ -4,6 +4,7 @@ the full one read in the background), read-ahead stopped by a real request, plac
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import logging
 import threading
@@ -12,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from lsp_server import pipeline
 from lsp_server.engines import Request
+from lsp_server.pipeline import Pipeline, Position
 from lsp_server.prompt_plan import MIN_SHORT_TOKENS, READ_CHUNK
 from lsp_server.settings import Settings
 from lsp_server.worker import TYPING_S, ModelWorker
@@ -217,6 +220,33 @@ def test_landing_while_another_session_types_reads_a_quarter_of_the_budget(worke
         assert beside.short and beside.n_prompt < alone.n_prompt
         time.sleep(TYPING_S)
         assert not land().short
+
+
+async def test_a_suggestion_is_answered_with_its_first_text_when_another_request_waits(worker, monkeypatch):
+    """Two windows on one model: while another window's request waits behind a suggestion, the
+    suggestion is answered with its first text rather than after its line (or PARTIAL_MS), so
+    the model goes to the waiting request; alone it is answered with its whole line."""
+    monkeypatch.setattr(pipeline, "PARTIAL_MS", 60_000)  # the line's end alone answers, when nothing waits
+    s = settings(0)
+    s.completion.max_tokens, s.completion.budget_ms = 32, 60_000
+    s.speculation.method = "off"  # one token a step: the first text is one token
+    row = "v = [" + ", ".join(map(str, range(1, 60))) + "]\n"
+    text = row * 12 + "v = [1, 2, 3, "  # the line goes on far past 32 tokens
+
+    async def suggest(uri: str, wait_behind: bool):
+        p = Pipeline(worker)
+        asked = asyncio.create_task(p.suggest(Position(uri, "v.py", text, ""), s, True, lambda _: None))
+        await asyncio.sleep(0)  # the suggestion's generation is on the model thread's queue
+        other = worker.complete("x = ", "", "other.py", s, owner="other window") if wait_behind else None
+        shown = await asyncio.wait_for(asked, 60)
+        if other is not None:
+            other.result(timeout=60)
+        return shown.text
+
+    alone = await suggest("file:///alone/v.py", wait_behind=False)
+    assert alone.startswith("4, 5, 6, 7, ")  # the whole line the 32 tokens made
+    beside = await suggest("file:///beside/v.py", wait_behind=True)
+    assert beside and alone.startswith(beside) and len(beside) < len(alone) // 2, (beside, alone)
 
 
 def test_a_full_answer_elsewhere_drops_the_read_pending_for_the_place_left(worker, caplog):
