@@ -228,10 +228,10 @@ async def test_a_suggestion_is_answered_with_its_first_text_when_another_request
     the model goes to the waiting request; alone it is answered with its whole line."""
     monkeypatch.setattr(pipeline, "PARTIAL_MS", 60_000)  # the line's end alone answers, when nothing waits
     s = settings(0)
-    s.completion.max_tokens, s.completion.budget_ms = 32, 60_000
+    s.completion.max_tokens, s.completion.budget_ms = 96, 60_000
     s.speculation.method = "off"  # one token a step: the first text is one token
     row = "v = [" + ", ".join(map(str, range(1, 60))) + "]\n"
-    text = row * 12 + "v = [1, 2, 3, "  # the line goes on far past 32 tokens
+    text = row * 12 + "v = [1, 2, 3, "  # the line goes on past 96 tokens
 
     async def suggest(uri: str, wait_behind: bool):
         p = Pipeline(worker)
@@ -244,7 +244,7 @@ async def test_a_suggestion_is_answered_with_its_first_text_when_another_request
         return shown.text
 
     alone = await suggest("file:///alone/v.py", wait_behind=False)
-    assert alone.startswith("4, 5, 6, 7, ")  # the whole line the 32 tokens made
+    assert alone.startswith("4, 5, 6, 7, ")  # the whole line the 96 tokens made
     beside = await suggest("file:///beside/v.py", wait_behind=True)
     assert beside and alone.startswith(beside) and len(beside) < len(alone) // 2, (beside, alone)
 
