@@ -247,6 +247,7 @@ async def test_a_suggestion_is_answered_with_its_first_text_when_another_request
     assert alone.startswith("4, 5, 6, 7, ")  # the whole line the 96 tokens made
     beside = await suggest("file:///beside/v.py", wait_behind=True)
     assert beside and alone.startswith(beside) and len(beside) < len(alone) // 2, (beside, alone)
+    await asyncio.sleep(TYPING_S)  # these windows stop typing: the next test's requests are alone
 
 
 def test_a_full_answer_elsewhere_drops_the_read_pending_for_the_place_left(worker, caplog):
