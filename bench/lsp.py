@@ -8,7 +8,8 @@ server supersedes stale ones), so latency is not capped by the pace.
 
 Per keystroke: `shown` if a suggestion arrived before the next keystroke, `useful` if it also
 continues what is typed next; `precision` = useful / shown. `first_suggestion_ms`: from the
-landing keystroke to the first non-empty suggestion that arrived while typing on. With
+landing keystroke to the first non-empty suggestion that arrived while typing on (`--look-ms`
+puts a pause between the open and that keystroke, as a user who reads before typing). With
 `--accept`, the typist presses Tab whenever the shown suggestion continues the text, taking
 what it shares with the text; `saved` is the share of characters that came from Tab.
 Variants (`--variant name=JSON`) run the same cases on a fresh server each, in one run.
@@ -68,10 +69,13 @@ class Typist:
     warm: bool = False
     focus: bool = False
     accept: bool = False
+    look_ms: float = 0.0  # between the open (and didFocus) and the first keystroke
 
     def describe(self) -> str:
         return (f"at {self.key_ms:.0f} ms a key, {'warm' if self.warm else 'cold'} landing"
-                f"{', didFocus at open' if self.focus else ''}{', typist accepts' if self.accept else ''}")
+                f"{', didFocus at open' if self.focus else ''}"
+                f"{f', first key {self.look_ms:.0f} ms after the open' if self.look_ms else ''}"
+                f"{', typist accepts' if self.accept else ''}")
 
 
 @dataclass
@@ -121,6 +125,8 @@ async def _case(client, n: int, case: dict, typist: Typist, tally: Tally) -> Non
             await asyncio.wait_for(request(case["prefix"]), 120)  # the old, untimed warm-up
         except Exception:
             tally.errors += 1
+    if typist.look_ms:  # the user looks before typing: the server may read ahead meanwhile
+        await asyncio.sleep(typist.look_ms / 1000)
     middle, typed = case["middle"], 0
     prefix = case["prefix"]
     landed = time.perf_counter()

@@ -151,7 +151,7 @@ def cmd_bench_lsp(args: argparse.Namespace) -> int:
             raise ValueError(f"--workspace {args.workspace}: not a folder")
         if args.sessions < 1 or (args.sessions > 1 and (variants or args.workspace)):
             raise ValueError("--sessions takes a number from 1, and goes without --variant and --workspace")
-        typist = Typist(warm=args.warm, focus=args.focus, accept=args.accept)
+        typist = Typist(warm=args.warm, focus=args.focus, accept=args.accept, look_ms=args.look_ms)
         if args.key_ms is not None:
             typist = replace(typist, key_ms=args.key_ms)
         return bench_lsp(args.workload, typist, args.json, settings, variants, args.workspace, args.sessions,
@@ -355,6 +355,8 @@ def _add_server_bench_commands(sub) -> None:
     p = sub.add_parser("bench-lsp", help="type workload cases into the real server; latency and usefulness")
     p.add_argument("--workload", required=True, help="JSONL file from `specfill workload`")
     p.add_argument("--key-ms", type=float, help="pause between keystrokes, ms (default: the bench typist's)")
+    p.add_argument("--look-ms", type=float, default=0.0,
+                   help="pause between a case's open and its first keystroke, ms (default 0: at once)")
     p.add_argument("--json")
     p.add_argument("--settings", help='server settings as JSON, e.g. \'{"model": {"remote": {"url": "http://127.0.0.1:8012"}}}\'')
     p.add_argument("--variant", action="append", metavar="NAME=JSON",
