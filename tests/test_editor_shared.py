@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 import pytest
 
@@ -55,17 +56,22 @@ def test_two_neovims_and_a_vscode_window_share_one_server(tmp_path):
         b = start_nvim(SETUP, runtime=runtime)
         assert _type_and_see(b, folders["nvim-b"] / "shapes.py").strip()
 
-        # One server, one model load, every editor a session of it.
+        # One server, one model load, every editor a session of it. VS Code's window may end its
+        # session when the browser driving it closes (code-server's choice, seen on a loaded
+        # machine): the log counts the sessions opened, the stats those still open.
         assert len(shared_server_pids(runtime)) == 1
-        assert _shared_log(runtime).count("model loaded in") == 1
+        log = _shared_log(runtime)
+        assert log.count("model loaded in") == 1 and log.count(" opened (") == 3
         stats = server_stats(b)
-        assert stats["shared"] is True and stats["sessions"] == 3
+        assert stats["shared"] is True and stats["sessions"] in (2, 3)
 
         # Closing one Neovim leaves the others served.
         a.close()
         a = None
-        wait_for(b, "(function() local r = require('specfill').client():request_sync('specfill/stats', {}, 2000);"
-                    " return r and r.result and r.result.sessions == 2 end)()", 30)
+        deadline = time.monotonic() + 30
+        while "session 1 closed" not in _shared_log(runtime):
+            assert time.monotonic() < deadline, "the server never saw the first Neovim go"
+            time.sleep(0.1)
         # The same line typed again, not a new one below it: after a second dangling `return`
         # the sample no longer makes the model's continuation sure, and an empty answer shows no ghost.
         b.input("<Esc>S    return ")
