@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 
 import pytest
 
 from bench.lsp_client import shared_server_pids
 from tests.editor_sample import SOURCE
 from tests.nvim_helpers import ghost, server_stats, start_nvim, wait_for, wait_ready
-from tests.shared_helpers import alive, kill_shared_servers
+from tests.shared_helpers import alive, kill_shared_servers, wait_until
 from tests.vscode_helpers import CodeServer
 
 pytestmark = pytest.mark.editors
@@ -68,10 +67,7 @@ def test_two_neovims_and_a_vscode_window_share_one_server(tmp_path):
         # Closing one Neovim leaves the others served.
         a.close()
         a = None
-        deadline = time.monotonic() + 30
-        while "session 1 closed" not in _shared_log(runtime):
-            assert time.monotonic() < deadline, "the server never saw the first Neovim go"
-            time.sleep(0.1)
+        wait_until(lambda: "session 1 closed" in _shared_log(runtime), 30, "the server to see the first Neovim go")
         # The same line typed again, not a new one below it: after a second dangling `return`
         # the sample no longer makes the model's continuation sure, and an empty answer shows no ghost.
         b.input("<Esc>S    return ")
