@@ -190,20 +190,23 @@ class ModelWorker:
             self.yield_to_requests(cancel)
         else:
             self._latest[owner] = cancel
-            typing = self.typed(owner)
+            typing = self.others_typing(owner)
         req = Request(prefix, suffix, path, settings, cancel, on_text, others, candidates, typing)
         future = self._pool.submit(self._serve, req, not background)
         future.add_done_callback(lambda f: self._done(cancel, queued=not background and f.cancelled()))
         return future
 
-    def typed(self, owner: object) -> bool:
+    def typed(self, owner: object) -> None:
         """`owner` (a session) typed now, whether or not the model is asked (a keystroke the
-        type-through cache answers counts); whether another session is typing."""
+        type-through cache answers counts)."""
         now = time.monotonic()  # sessions that stopped typing (or ended) drop out
-        self._typed_at = {o: t for o, t in self._typed_at.items() if o is not owner and now - t < TYPING_S}
-        others = bool(self._typed_at)
+        self._typed_at = {o: t for o, t in self._typed_at.items() if now - t < TYPING_S}
         self._typed_at[owner] = now
-        return others
+
+    def others_typing(self, owner: object) -> bool:
+        """Whether a session other than `owner` typed within TYPING_S."""
+        now = time.monotonic()
+        return any(o is not owner and now - t < TYPING_S for o, t in self._typed_at.items())
 
     def _done(self, cancel: threading.Event, queued: bool) -> None:
         with self._yielding_lock:

@@ -150,11 +150,15 @@ def test_two_places_answered_in_turn_each_keep_their_short_prompt(worker):
 def test_a_session_counts_as_typing_until_its_last_keystroke_is_older_than_typing_s():
     w = ModelWorker()
     try:
-        assert not w.typed("a")
-        assert w.typed("b") and w.typed("b")  # "a" typed just now; "b" itself never counts
+        w.typed("a")
+        assert not w.others_typing("a")  # a session's own keystrokes never count
+        assert w.others_typing("b")
+        w.typed("b")
+        assert w.others_typing("a") and w.others_typing("b")
         time.sleep(TYPING_S)
-        assert not w.typed("b")  # "a" stopped typing
-        assert w.typed("a")
+        w.typed("b")
+        assert not w.others_typing("b")  # "a" stopped typing
+        assert w.others_typing("a")
     finally:
         w.shutdown()
 
