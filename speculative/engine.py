@@ -145,6 +145,7 @@ class Engine(Vocab):
             llama_cpp.llama_set_abort_callback(self._ctx, _FLAG_IS_SET,
                                                ctypes.cast(self._stop_read, ctypes.c_void_p))
         self._seqs: dict[int, list[int]] = {FULL: []}  # tokens whose K/V each holds, in order
+        self._prefilled: dict[int, tuple[list[int], np.ndarray]] = {}  # seq -> its last prefill's prompt, logits
         self.decode_steps = 0  # llama_decode calls, ever: lets tests see work stop
         # Told of each prompt-shaped decode (16+ tokens, at most one logits row): (tokens, depth, ms).
         self.on_read: Callable[[int, int, float], None] | None = None
@@ -264,6 +265,7 @@ class Engine(Vocab):
         """Drop everything sequence `seq` holds."""
         llama_cpp.llama_memory_seq_rm(self._mem, seq, -1, -1)
         self._seqs.pop(seq, None)
+        self._prefilled.pop(seq, None)
 
     def reset(self) -> None:
         """Drop every sequence."""
@@ -300,11 +302,20 @@ class Engine(Vocab):
         """Make `seq` hold `prompt`; return the last token's logits and tokens reused."""
         if not prompt:
             raise ValueError("empty prompt")
+        prompt = list(prompt)
+        held = self.common_prefix(prompt, seq)
+        last = self._prefilled.get(seq)
+        if held == len(prompt) and last is not None and last[0] == prompt:
+            # The same prompt again (keystrokes within a word, where healing keeps the prompt):
+            # its logits are kept, and the sequence still holds every token they came from.
+            self.truncate(held, seq)
+            return last[1].copy(), held
         # Re-evaluate at least one token, for its logits.
-        common = min(self.common_prefix(prompt, seq), len(prompt) - 1)
+        common = min(held, len(prompt) - 1)
         self.truncate(common, seq)
-        rest = list(prompt[common:])
+        rest = prompt[common:]
         (logits,) = self.eval(rest, want_rows=[len(rest) - 1], cancel=cancel, seq=seq)
+        self._prefilled[seq] = (prompt, logits.copy())
         return logits, common
 
     def read(self, prompt: Sequence[int], cancel: StopFlag, seq: int = FULL, chunk: int = 64) -> int:

@@ -36,6 +36,28 @@ def test_greedy_output_same_after_reuse(engine):
     assert warm.tokens == cold.tokens
 
 
+def test_the_same_prompt_again_reads_nothing_and_generates_the_same(engine):
+    """Keystrokes within a word ask with the same (healed) prompt: the second time no token is
+    read (the last prefill's logits are kept), and the output is the same."""
+    tokens = engine.tokenize(CODE)[:200]
+    engine.reset()
+    first = engine.generate(tokens, max_tokens=12)
+    steps = engine.decode_steps
+    logits, reused = engine.prefill(tokens)
+    assert engine.decode_steps == steps and reused == len(tokens)
+    assert engine.cached == tokens  # what the generation added is rolled back
+    again = engine.generate(tokens, max_tokens=12)
+    assert again.n_reused == len(tokens) and again.tokens == first.tokens
+    engine.prefill(tokens[:-1] + [tokens[0]])  # another prompt in between: read as before
+    steps = engine.decode_steps
+    _, reused = engine.prefill(tokens)
+    assert engine.decode_steps > steps and reused == len(tokens) - 1
+    engine.truncate(len(tokens) - 1)  # as before: the last token read again, for its logits
+    reread, reused = engine.prefill(tokens)
+    assert reused == len(tokens) - 1
+    np.testing.assert_allclose(logits, reread, atol=1e-3, rtol=0)
+
+
 def test_divergent_prompt_rolls_back_cache(engine):
     a = engine.tokenize("def add(a, b):\n    return a + b\n")
     b = engine.tokenize("def sub(a, b):\n    return a - b\n")
