@@ -230,7 +230,7 @@ class LocalEngine:
 
 
 def _log_generation(r: Completion) -> None:
-    log.debug("generation: %s prompt %d tokens (%d reused)%s, %d tokens, drafted %d accepted %d, stop %s, "
-              "ttft %.0f ms, total %.0f ms", "short" if r.short else "full", r.n_prompt, r.n_reused,
-              f", healed {r.healed!r}" if r.healed else "", len(r.tokens), r.drafted, r.accepted, r.stop_reason,
-              r.ttft_ms, r.total_ms)
+    log.debug("generation: %s prompt %d tokens (%d reused)%s, %d tokens (%d replayed), drafted %d accepted %d, "
+              "stop %s, ttft %.0f ms, total %.0f ms", "short" if r.short else "full", r.n_prompt, r.n_reused,
+              f", healed {r.healed!r}" if r.healed else "", len(r.tokens), r.replayed, r.drafted, r.accepted,
+              r.stop_reason, r.ttft_ms, r.total_ms)

@@ -23,8 +23,9 @@ def branch(engine, prompt: Sequence[int], n: int, max_tokens: int, stop: Sequenc
     n = min(n, MAX_SEQS - FIRST_BRANCH)
     if n <= 0:
         return []
-    logits, _ = engine.prefill(prompt, cancel, seq)  # reuses the cached prompt: one token evaluated
-    base = len(engine.held(seq))
+    # Reuses the cached prompt; what the greedy generation left after it stays for the next one.
+    logits, _ = engine.prefill(prompt, cancel, seq, keep_after=True)
+    base = len(prompt)
     healed = heal.rest if heal is not None else b""
     pieces = engine.token_bytes
     allowed = heal.allowed() if heal is not None else None

@@ -29,6 +29,7 @@ from speculative.cost_model import CostModel
 from speculative.drafters import Drafter
 from speculative.errors import Cancelled
 from speculative.heal import Heal, PieceIndex
+from speculative.kept import Replay
 from speculative.output import Output
 
 if TYPE_CHECKING:
@@ -52,6 +53,7 @@ class GenerationResult:
     spec_steps: int = 0  # steps that verified a draft
     probs: list[float] = field(default_factory=list)  # the target's probability of each emitted token
     healed: str = ""  # the text before the cursor that generation reproduced first
+    replayed: int = 0  # tokens read from the rows the last generation from this prompt kept
     trace: list[dict] = field(default_factory=list)  # per emitted token, when asked for
 
     @property
@@ -219,7 +221,8 @@ class _Run:
         healed = aids.heal.rest if aids.heal is not None else b""
         self.tokens = np.empty(len(prompt) + len(healed) + max_tokens + 1, dtype=np.int32)  # prompt + output
         self.tokens[: len(prompt)] = prompt
-        self.n = len(prompt)
+        self.n = self.n_prompt = len(prompt)
+        self.replay: Replay | None = Replay(*engine.after(opts.seq))  # what the last generation from this prompt left
         self.out = Output(engine.token_bytes, opts.stop, max_tokens, aids.on_text, skip=len(healed),
                           min_confidence=opts.min_confidence)
         self.picker = Picker(opts.temperature, opts.seed, aids.heal, with_probs=isinstance(aids.tracer, TokenTrace),
@@ -249,6 +252,13 @@ class _Run:
     def step(self, pending: Pick, res: GenerationResult, steps0: int) -> Pick | None:
         """Feed the pending token and a draft to the target; keep what it agrees with."""
         engine, aids, seq = self.engine, self.aids, self.opts.seq
+        if self.replay is not None:
+            if (row := self.replay.take(pending[0])) is not None:  # held already, its row kept: no decode
+                aids.tracer.rows([row], engine.decode_steps - steps0)
+                res.replayed += 1
+                return verify([row], [], self.picker, self.emit)[1]
+            engine.truncate(self.n_prompt + self.replay.at, seq)  # the kept tokens that follow went another way
+            self.replay = None
         depth = len(engine.held(seq))
         k_cap = min(self.out.room() - 1, engine.n_ctx - depth - 2, self.opts.max_draft)
         draft = None
@@ -267,6 +277,7 @@ class _Run:
             aids.drafter.feedback(draft, accepted)
             res.drafted, res.accepted, res.spec_steps = res.drafted + len(proposal), res.accepted + accepted, \
                 res.spec_steps + 1
+        engine.keep([pending[0], *proposal[:accepted]], rows[: accepted + 1], seq)
         return nxt
 
 
@@ -282,7 +293,7 @@ def generate(engine: Engine, prompt: Sequence[int], opts: Decoding | None = None
     max_tokens = clamp_max_tokens(opts.max_tokens, engine.n_ctx)
     prompt = list(prompt)[-(engine.n_ctx - max_tokens - 1):]
     try:
-        logits, reused = engine.prefill(prompt, aids.cancel, opts.seq)
+        logits, reused = engine.prefill(prompt, aids.cancel, opts.seq, keep_after=True)
     except Cancelled:  # superseded while reading a long prompt: nothing generated, progress kept
         return GenerationResult("", [], "cancelled", len(prompt), 0, 0.0, (time.perf_counter() - t0) * 1000, 0)
     steps0 = engine.decode_steps

@@ -28,6 +28,7 @@ import numpy as np
 from speculative.cpu_buffers import extra_buffer_types
 from speculative.decode import Aids, Decoding, GenerationResult, TokenTrace, Tracer, generate
 from speculative.errors import Cancelled, ModelError
+from speculative.kept import KEPT_ROW_BYTES, Kept
 from speculative.model_file import check_gguf
 from speculative.vocab import Vocab
 
@@ -145,7 +146,7 @@ class Engine(Vocab):
             llama_cpp.llama_set_abort_callback(self._ctx, _FLAG_IS_SET,
                                                ctypes.cast(self._stop_read, ctypes.c_void_p))
         self._seqs: dict[int, list[int]] = {FULL: []}  # tokens whose K/V each holds, in order
-        self._prefilled: dict[int, tuple[list[int], np.ndarray]] = {}  # seq -> its last prefill's prompt, logits
+        self._kept: dict[int, Kept] = {}  # seq -> its last prefill's prompt and logits, and the rows after them
         self.decode_steps = 0  # llama_decode calls, ever: lets tests see work stop
         # Told of each prompt-shaped decode (16+ tokens, at most one logits row): (tokens, depth, ms).
         self.on_read: Callable[[int, int, float], None] | None = None
@@ -251,6 +252,8 @@ class Engine(Vocab):
         if n_keep < len(held):
             llama_cpp.llama_memory_seq_rm(self._mem, seq, n_keep, -1)
             del held[n_keep:]
+            if (kept := self._kept.get(seq)) is not None and not kept.cut(n_keep):
+                del self._kept[seq]
 
     def make_room(self, seq: int, n_tokens: int) -> None:
         """Let `seq` grow to `n_tokens` in the shared cells: short prompts of other places
@@ -265,13 +268,14 @@ class Engine(Vocab):
         """Drop everything sequence `seq` holds."""
         llama_cpp.llama_memory_seq_rm(self._mem, seq, -1, -1)
         self._seqs.pop(seq, None)
-        self._prefilled.pop(seq, None)
+        self._kept.pop(seq, None)
 
     def reset(self) -> None:
         """Drop every sequence."""
         llama_cpp.llama_memory_clear(self._mem, True)
         for held in self._seqs.values():
             held.clear()
+        self._kept.clear()
 
     def saved_size(self, seq: int = FULL) -> int:
         """Bytes a save of `seq` takes."""
@@ -298,25 +302,38 @@ class Engine(Vocab):
         self.held(seq).extend(saved.tokens)
 
     def prefill(self, prompt: Sequence[int], cancel: threading.Event | None = None,
-                seq: int = FULL) -> tuple[np.ndarray, int]:
-        """Make `seq` hold `prompt`; return the last token's logits and tokens reused."""
+                seq: int = FULL, keep_after: bool = False) -> tuple[np.ndarray, int]:
+        """Make `seq` hold `prompt`; return the last token's logits and tokens reused. With
+        `keep_after`, what the last generation from the same prompt left is kept (`after`)."""
         if not prompt:
             raise ValueError("empty prompt")
         prompt = list(prompt)
         held = self.common_prefix(prompt, seq)
-        last = self._prefilled.get(seq)
-        if held == len(prompt) and last is not None and last[0] == prompt:
+        kept = self._kept.get(seq)
+        if held == len(prompt) and kept is not None and kept.prompt == prompt:
             # The same prompt again (keystrokes within a word, where healing keeps the prompt):
             # its logits are kept, and the sequence still holds every token they came from.
-            self.truncate(held, seq)
-            return last[1].copy(), held
+            self.truncate(held + len(kept.tokens) if keep_after else held, seq)
+            return kept.logits.copy(), held
         # Re-evaluate at least one token, for its logits.
         common = min(held, len(prompt) - 1)
         self.truncate(common, seq)
         rest = prompt[common:]
         (logits,) = self.eval(rest, want_rows=[len(rest) - 1], cancel=cancel, seq=seq)
-        self._prefilled[seq] = (prompt, logits.copy())
+        self._kept[seq] = Kept(prompt, logits.copy(), max(8, KEPT_ROW_BYTES // (4 * self.n_vocab)))
         return logits, common
+
+    def after(self, seq: int = FULL) -> tuple[list[int], list[np.ndarray]]:
+        """The generated tokens `seq` holds after its last prefill's prompt, with the logits
+        row after each (kept by `keep`)."""
+        kept = self._kept.get(seq)
+        return (list(kept.tokens), list(kept.rows)) if kept is not None else ([], [])
+
+    def keep(self, tokens: Sequence[int], rows: Sequence[np.ndarray], seq: int = FULL) -> None:
+        """`tokens` were just generated onto `seq` after the last prefill's prompt and what is
+        kept: keep them and the row after each, for the next generation from that prompt."""
+        if (kept := self._kept.get(seq)) is not None:
+            kept.add(self.held(seq), tokens, rows)
 
     def read(self, prompt: Sequence[int], cancel: StopFlag, seq: int = FULL, chunk: int = 64) -> int:
         """Read `prompt` into `seq` without logits, `chunk` tokens a decode, stopping (with

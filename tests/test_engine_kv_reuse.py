@@ -58,6 +58,60 @@ def test_the_same_prompt_again_reads_nothing_and_generates_the_same(engine):
     np.testing.assert_allclose(logits, reread, atol=1e-3, rtol=0)
 
 
+def test_the_same_prompt_again_replays_what_the_last_generation_decoded(engine):
+    """A generation from the same prompt reads the tokens the last one left in the cache from
+    their kept rows, with no decode; past them it decodes as a fresh generation would."""
+    tokens = engine.tokenize(CODE)[:200]
+    engine.reset()
+    fresh = engine.generate(tokens, max_tokens=20)
+    engine.reset()
+    short = engine.generate(tokens, max_tokens=12)
+    kept, rows = engine.after()
+    assert kept == short.tokens[:11] and len(rows) == 11  # the last token was emitted, never fed
+    steps = engine.decode_steps
+    again = engine.generate(tokens, max_tokens=12)
+    assert engine.decode_steps == steps and again.tokens == short.tokens and again.replayed == 11
+    longer = engine.generate(tokens, max_tokens=20)
+    assert longer.tokens == fresh.tokens
+    assert longer.decode_steps == fresh.decode_steps - 11
+
+
+def test_a_superseded_generation_is_carried_on_by_the_next(engine):
+    """A generation cancelled after a few tokens leaves them for the next one from the same
+    prompt, which goes on from there and ends as an uninterrupted one."""
+    prompt = engine.tokenize("x = [\n" + "    1,\n" * 20)
+    engine.reset()
+    whole = engine.generate(prompt, max_tokens=16)
+    engine.reset()
+    cancel = threading.Event()
+    seen: list[str] = []
+
+    def on_text(text: str) -> None:
+        seen.append(text)
+        if len(seen) == 5:
+            cancel.set()
+
+    cut = engine.generate(prompt, max_tokens=16, cancel=cancel, on_text=on_text)
+    assert cut.stop_reason == "cancelled" and 0 < len(cut.tokens) < len(whole.tokens)
+    carried = engine.generate(prompt, max_tokens=16)
+    assert carried.tokens == whole.tokens
+    assert carried.decode_steps == whole.decode_steps - (len(cut.tokens) - 1)
+
+
+def test_what_another_prompt_read_is_not_replayed(engine):
+    tokens = engine.tokenize(CODE)[:200]
+    engine.reset()
+    engine.generate(tokens, max_tokens=8)
+    other = tokens[:-1] + engine.tokenize(" unrelated")
+    engine.generate(other, max_tokens=8)
+    assert engine.after()[0] == engine.cached[len(other):]
+    steps = engine.decode_steps
+    again = engine.generate(tokens, max_tokens=8)
+    assert engine.decode_steps > steps  # the first prompt's tokens were rolled back by the second
+    engine.reset()
+    assert again.tokens == engine.generate(tokens, max_tokens=8).tokens
+
+
 def test_divergent_prompt_rolls_back_cache(engine):
     a = engine.tokenize("def add(a, b):\n    return a + b\n")
     b = engine.tokenize("def sub(a, b):\n    return a - b\n")

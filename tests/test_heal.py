@@ -152,6 +152,29 @@ def test_healing_mid_identifier_continues_the_word(engine):
     assert r.text.startswith("rn ")
 
 
+def test_a_longer_healed_text_from_the_same_prompt_replays_and_equals_a_fresh_generation(engine):
+    """Typing on within a word keeps the healed prompt: the next generation replays the last
+    one's rows under its own, longer constraint and gives what a fresh generation gives."""
+    prefix = "def area_of_rectangle(width: float, height: float) -> float:\n    underline = '~~~~~~~~~~~~~~~~~~~~"
+    head, healed = heal_split(prefix)
+    assert healed.endswith("~")
+    prompt = prompt_tokens(engine, build_prompt(family_for(engine), head, "", "x.py"), 1024)
+    pieces = engine.pieces()
+    index = PieceIndex(pieces)
+    engine.reset()
+    fresh = engine.generate(prompt, max_tokens=16, heal=Heal(index, pieces, (healed + "~").encode()))
+    engine.reset()
+    first = engine.generate(prompt, max_tokens=16, heal=Heal(index, pieces, healed.encode()))
+    kept = len(engine.after()[0])
+    assert kept == len(first.tokens) - 1
+    again = engine.generate(prompt, max_tokens=16, heal=Heal(index, pieces, healed.encode()))
+    assert again.tokens == first.tokens and again.replayed == kept and again.decode_steps == 0
+    typed_on = engine.generate(prompt, max_tokens=16, heal=Heal(index, pieces, (healed + "~").encode()))
+    assert typed_on.tokens == fresh.tokens and typed_on.text == fresh.text
+    # What the model spells the same way under the longer text is read from the kept rows.
+    assert typed_on.decode_steps == fresh.decode_steps - typed_on.replayed
+
+
 @pytest.mark.parametrize("model", ["smollm", "gemma"])
 def test_healed_speculative_output_equals_healed_plain_output(engine, model, gemma_path, model_path):
     from speculative.convert import weights_path
@@ -177,12 +200,14 @@ def test_healed_speculative_output_equals_healed_plain_output(engine, model, gem
             prompt = prompt_tokens(eng, build_prompt(family_for(eng), head, "", "x.py"), 1024)
             plain = eng.generate(prompt, max_tokens=24, heal=Heal(index, pieces, healed.encode()))
             lookup = PromptLookup()
+            eng.truncate(len(prompt) - 1)  # else the plain generation's tokens are replayed, not drafted
             spec = eng.generate(prompt, max_tokens=24, heal=Heal(index, pieces, healed.encode()), drafter=lookup,
                                 costs=CostModel(table), extra_sources=[eng.tokenize(code, parse_special=False)])
             assert spec.tokens == plain.tokens and spec.text == plain.text
             assert spec.drafted > 0
             if drafter is not None:  # the draft model's drafts, verified under the same constraint
                 drafter.ms_per_token = 0.01  # its first prefill of each prompt must not make drafting look dear
+                eng.truncate(len(prompt) - 1)
                 by_model = eng.generate(prompt, max_tokens=24, heal=Heal(index, pieces, healed.encode()),
                                         drafter=drafter, costs=CostModel(table))
                 assert by_model.tokens == plain.tokens and by_model.drafted > 0
