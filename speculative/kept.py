@@ -52,7 +52,7 @@ class Replay:
     target's choice is that token."""
 
     def __init__(self, tokens: Sequence[int], rows: Sequence[np.ndarray]) -> None:
-        self.tokens, self.rows, self.at = list(tokens), list(rows), 0
+        self.tokens, self.rows, self.at = tokens, rows, 0  # Engine.after's copies
 
     def take(self, token: int) -> np.ndarray | None:
         if self.at < len(self.tokens) and self.tokens[self.at] == token:
