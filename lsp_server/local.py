@@ -23,6 +23,7 @@ from speculative.build_info import build_info
 from speculative.candidates import branch
 from speculative.convert import weights_path
 from speculative.cost_model import CostModel, load_cost_model
+from speculative.cpu_share import CpuShare
 from speculative.decode import clamp_max_tokens
 from speculative.drafters import Auto, Drafter, DraftModel, PromptLookup
 from speculative.engine import FULL, StopFlag
@@ -74,8 +75,9 @@ class LocalEngine:
     reads_ahead = True
 
     def __init__(self, engine: Engine, costs: CostModel, draft: DraftModel | None, source: str,
-                 schedule: ReadAhead) -> None:
+                 schedule: ReadAhead, share: CpuShare | None = None) -> None:
         self.engine, self.costs, self.draft = engine, costs, draft
+        self.share = share  # None: the thread count the settings name, always
         self.family = family_for(engine)
         self.describe = source  # the model asked for; `model_file` is what was loaded for it
         self.model_file = str(engine.path)
@@ -100,12 +102,14 @@ class LocalEngine:
             raise
         if costs.not_saved:
             warnings.append(costs.not_saved)
-        return cls(engine, costs, open_draft(settings, engine, stop, warnings), str(source), schedule)
+        return cls(engine, costs, open_draft(settings, engine, stop, warnings), str(source), schedule,
+                   None if m.threads else CpuShare())
 
     # -- requests -------------------------------------------------------------------
     def complete(self, req: Request) -> Completion | None:
         if req.cancel.is_set():
             return None
+        self._fit_threads()
         full = self.planner.full(req)
         if full is None:
             return None
@@ -189,6 +193,7 @@ class LocalEngine:
         stop = stop or self.schedule.yield_flag()
         if tokens is None or stop.is_set():
             return
+        self._fit_threads()
         self.places.prepare(self.engine, tokens)
         self.engine.make_room(FULL, len(tokens))
         before = self.engine.common_prefix(tokens, FULL)  # what the sequence holds beyond it is dropped
@@ -202,6 +207,17 @@ class LocalEngine:
             self.read_ahead_tokens += read
             log.debug("read ahead: %d prompt tokens, %s", read,
                       "paused for a request" if self.schedule.pending else "done")
+
+    def _fit_threads(self) -> None:
+        """Fewer decode threads while other processes keep cores busy (speculative/cpu_share.py)."""
+        if self.share is not None:
+            n = self.share.threads(self.engine.n_threads)
+            if n != self.engine.threads_now:
+                log.debug("decode threads %d -> %d: other processes keep %.1f cores busy", self.engine.threads_now, n,
+                          self.share.last or 0.0)
+            for engine in (self.engine, self.draft.engine if self.draft else None):
+                if engine is not None:
+                    engine.use_threads(n)
 
     def interrupt(self) -> None:
         """A background read stops inside its decode, not at the end of its chunk."""
@@ -218,6 +234,7 @@ class LocalEngine:
         return {"draft_model": str(self.draft.engine.path) if self.draft else None, "decode_steps": e.decode_steps,
                 "model_file": self.model_file, "extra_buffers": list(e.buffer_types),
                 "prompt_tok_s": self.prompt_tok_s(), "read_ahead_tokens": self.read_ahead_tokens,
+                "decode_threads": e.threads_now,
                 "warm_places": {"saved": len(self.places), "mb": self.places.bytes / 2**20,
                                  "loads": self.places.loads}}
 

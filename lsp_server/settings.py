@@ -54,7 +54,8 @@ class ModelSettings:
     path: str = _opt("", "GGUF file, or a packaged model name; empty = the embedded SmolLM2-135M")
     draft_path: str = _opt("", "GGUF draft model for speculation.method draft/auto; empty = none")
     n_ctx: int = _opt(4096, "context length in tokens", lo=256, hi=131072)
-    threads: int = _opt(0, "decode threads; 0 = all cores", lo=0, hi=256)
+    threads: int = _opt(0, "decode threads; 0 = all cores, one fewer for each core other processes keep busy",
+                        lo=0, hi=256)
     weights: str = _opt("auto", "auto: a 4-bit model is converted once to Q4_0, which llama.cpp's repacked CPU "
                                 "kernels read faster (cached, kept in step with the file); q4_0: convert any "
                                 "model; shipped: use the file as it is", choices=WEIGHTS)

@@ -246,7 +246,8 @@ class ModelWorker:
         """The engine's figures for `specfill/stats`, with the fields every engine reports."""
         out: dict = {"model": self.loaded, "family": self.family, "state": self.state, "error": self.error,
                "draft_model": None, "decode_steps": 0, "model_file": "", "extra_buffers": [], "prompt_tok_s": 0.0,
-               "warm_places": {"saved": 0, "mb": 0.0, "loads": 0}, "read_ahead_tokens": 0, "remote": None}
+               "decode_threads": 0, "warm_places": {"saved": 0, "mb": 0.0, "loads": 0}, "read_ahead_tokens": 0,
+               "remote": None}
         return out | (self.backend.stats() if self.backend is not None else {})
 
     def stop(self) -> None:

@@ -135,6 +135,7 @@ class Engine(Vocab):
         self._mem = llama_cpp.llama_get_memory(self._ctx)
         self.n_ctx = llama_cpp.llama_n_ctx(self._ctx)
         self.n_batch, self.n_ubatch, self.n_threads = n_batch, n_ubatch, threads
+        self.threads_now = threads  # what decodes run on (use_threads), at most n_threads
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
         # A read can be stopped inside a decode, not only between chunks: a keystroke would
         # otherwise wait for the chunk to end. The flag is set only while a read runs
@@ -160,6 +161,13 @@ class Engine(Vocab):
 
     def __del__(self) -> None:
         self.close()
+
+    def use_threads(self, n: int) -> None:
+        """Decode on `n` threads (1..n_threads) from now on; the logits are the same."""
+        n = max(1, min(n, self.n_threads))
+        if n != self.threads_now:
+            llama_cpp.llama_set_n_threads(self._ctx, n, n)
+            self.threads_now = n
 
     # -- sequences ------------------------------------------------------------------
     @property

@@ -4,7 +4,7 @@ return {
   ["model.path"] = { type = "string", default = "", description = "GGUF file, or a packaged model name; empty = the embedded SmolLM2-135M" },
   ["model.draftPath"] = { type = "string", default = "", description = "GGUF draft model for speculation.method draft/auto; empty = none" },
   ["model.nCtx"] = { type = "integer", default = 4096, description = "context length in tokens", minimum = 256, maximum = 131072 },
-  ["model.threads"] = { type = "integer", default = 0, description = "decode threads; 0 = all cores", minimum = 0, maximum = 256 },
+  ["model.threads"] = { type = "integer", default = 0, description = "decode threads; 0 = all cores, one fewer for each core other processes keep busy", minimum = 0, maximum = 256 },
   ["model.weights"] = { type = "string", default = "auto", description = "auto: a 4-bit model is converted once to Q4_0, which llama.cpp's repacked CPU kernels read faster (cached, kept in step with the file); q4_0: convert any model; shipped: use the file as it is", enum = { "auto", "q4_0", "shipped" } },
   ["model.remote.url"] = { type = "string", default = "", description = "a serving engine (http://host:port) to complete with instead of a local model; empty = local. Its own speculation replaces specfill's" },
   ["model.remote.kind"] = { type = "string", default = "llama-server", description = "llama-server: llama.cpp's /infill (FIM done by the server); openai: /v1/completions (vLLM, llama-cpp-python's server)", enum = { "llama-server", "openai" } },
