@@ -18,8 +18,8 @@ WINDOW_S = 0.25  # the least history behind an estimate: /proc/stat counts in 10
 
 def free_threads(most: int, cores: int, others_busy: float) -> int:
     """Threads to run: at most `most`, and one core fewer than the machine has for each core
-    other work keeps busy (to the nearest core), but at least one."""
-    return max(1, min(most, cores - round(max(0.0, others_busy))))
+    other work keeps busy (to the nearest core, a half rounded up), but at least one."""
+    return max(1, min(most, cores - int(max(0.0, others_busy) + 0.5)))
 
 
 def read_busy_s() -> float | None:
@@ -46,6 +46,7 @@ class CpuShare:
         self._busy, self._own, self._clock = busy, own, clock
         self._samples: deque[tuple[float, float, float]] = deque(maxlen=64)  # (wall, machine busy, own) seconds
         self.last: float | None = None  # the last estimate
+        self.others_busy()  # history from now on: the first request after a load has an estimate
 
     def others_busy(self) -> float | None:
         """Cores other processes kept busy lately, sampling now; None until WINDOW_S has passed
