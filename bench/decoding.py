@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.bound import bounds, spots
+from bench.divergence import divergence, explained
 from bench.machine import cpu_flags
 from bench.memory import peak_rss_mb, reset_peak
 from bench.workload import load_workload
@@ -31,7 +32,6 @@ from speculative.engine import Engine
 from speculative.model_file import resolve_model_path
 
 MODES = ("plain", "anchor", "lookup", "draft", "auto")
-GAP_TIE = 0.5  # a top-2 logit gap below this is a rounding near-tie, not a real divergence
 
 
 @dataclass
@@ -66,13 +66,6 @@ def _progress(done: int, total: int, label: str) -> None:
     elif done % 10 == 0 or done == total:  # a log file gets a line now and then, not a flood
         sys.stderr.write(bar.rstrip() + "\n")
     sys.stderr.flush()
-
-
-def first_difference(a: list[int], b: list[int]) -> int:
-    for i, (x, y) in enumerate(zip(a, b, strict=False)):
-        if x != y:
-            return i
-    return min(len(a), len(b))
 
 
 def run(workload: str, model: str | None, draft_model: str | None, modes: list[str], max_tokens: int,
@@ -168,13 +161,9 @@ def run(workload: str, model: str | None, draft_model: str | None, modes: list[s
         s = stats[mode]
         rate = s.decode_tokens / s.decode_ms * 1000 if s.decode_ms else 0.0
         identical = sum(a == b for a, b in zip(s.texts, plain.texts, strict=True)) / max(1, len(prompts))
-        unexplained = 0
-        for i, (text, toks) in enumerate(zip(s.texts, s.tokens, strict=True)):
-            if text != plain.texts[i]:
-                j = first_difference(toks, plain.tokens[i])
-                case_gaps = gaps.get(i, [])
-                if case_gaps and case_gaps[min(j, len(case_gaps) - 1)] >= GAP_TIE:
-                    unexplained += 1
+        unexplained = sum(not explained(divergence(plain.tokens[i], gaps.get(i, []), toks))
+                          for i, (text, toks) in enumerate(zip(s.texts, s.tokens, strict=True))
+                          if text != plain.texts[i])
         report_modes[mode] = {
             "speedup": rate / plain_rate if plain_rate else 0.0,
             "decode_tok_s": rate,

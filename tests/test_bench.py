@@ -29,8 +29,8 @@ def test_bench_reports_every_mode_and_speculation_is_identical_to_plain(tmp_path
                           "divergences_unexplained", "ttft_ms", "latency_ms", "peak_rss_mb"}
         assert set(m["ttft_ms"]) == {"p50", "p95"} and set(m["latency_ms"]) == {"p50", "p95", "p99"}
         assert m["decode_tok_s"] > 0 and m["peak_rss_mb"] > 0
-        if mode != "anchor":
-            assert m["identical"] == 1.0 and m["divergences_unexplained"] == 0
+        if mode != "anchor":  # equal to plain, or parted from it only at a near-tie (bench.divergence)
+            assert m["divergences_unexplained"] == 0
     assert report["modes"]["plain"]["speedup"] == 1.0
     bound = report["lookup_bound"]
     assert bound["per_position"] >= bound["per_kind"] >= 1.0, "each may draft nothing; per position knows most"

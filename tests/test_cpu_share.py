@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from same_output import assert_same_greedy
 
 from lsp_server.engines import Request
 from lsp_server.local import LocalEngine
@@ -78,7 +79,7 @@ def test_busy_processes_on_all_cores_but_one_leave_one_thread():
         _stop(hogs)
 
 
-def test_fewer_threads_give_the_same_logits(engine):
+def test_fewer_threads_give_the_same_output(engine):
     tokens = engine.tokenize(Path(threading.__file__).read_text())[:200]
 
     def read() -> list[np.ndarray]:
@@ -87,14 +88,21 @@ def test_fewer_threads_give_the_same_logits(engine):
         return rows + [engine.eval([t], want_rows=[0])[0] for t in tokens[150:155]]
 
     try:
+        engine.reset()
+        many_text = engine.generate(tokens, max_tokens=32, trace=True)
         many = read()
         engine.use_threads(1)
         assert engine.threads_now == 1
+        engine.reset()
+        one_text = engine.generate(tokens, max_tokens=32)
         one = read()
     finally:
         engine.use_threads(engine.n_threads)
         engine.reset()
-    assert all(np.array_equal(a, b) for a, b in zip(many, one, strict=True))
+    # Kernels may split a reduction by thread on some CPUs: the logits agree within rounding,
+    # and greedy text up to a near-tie (the one cross-path rule).
+    assert all(np.allclose(a, b, atol=1e-3, rtol=0) for a, b in zip(many, one, strict=True))
+    assert_same_greedy(many_text, one_text.tokens, "one thread against two")
 
 
 @needs_proc

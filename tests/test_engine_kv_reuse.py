@@ -4,6 +4,7 @@ import threading
 from pathlib import Path
 
 import numpy as np
+from same_output import assert_same_greedy
 
 from speculative import Engine
 
@@ -29,11 +30,11 @@ def test_reused_prefix_gives_same_logits_as_fresh_eval(engine, model_path):
 def test_greedy_output_same_after_reuse(engine):
     tokens = engine.tokenize(CODE)[:200]
     engine.reset()
-    cold = engine.generate(tokens, max_tokens=24)
+    cold = engine.generate(tokens, max_tokens=24, trace=True)
     engine.generate(tokens[:150] + engine.tokenize(" unrelated text"), max_tokens=4)
     warm = engine.generate(tokens, max_tokens=24)
     assert warm.n_reused >= 150
-    assert warm.tokens == cold.tokens
+    assert_same_greedy(cold, warm.tokens, "warm cache against a cold read")  # read in other batches
 
 
 def test_the_same_prompt_again_reads_nothing_and_generates_the_same(engine):
@@ -111,7 +112,7 @@ def test_what_another_prompt_read_is_not_replayed(engine):
     again = engine.generate(tokens, max_tokens=8)
     assert engine.decode_steps > steps  # the first prompt's tokens were rolled back by the second
     engine.reset()
-    assert again.tokens == engine.generate(tokens, max_tokens=8).tokens
+    assert_same_greedy(engine.generate(tokens, max_tokens=8, trace=True), again.tokens, "re-read against cold")
 
 
 def test_divergent_prompt_rolls_back_cache(engine):

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from same_output import assert_same_greedy, near_ties
 
 from speculative import Engine, ModelError
 from speculative.cost_model import CostModel
@@ -62,7 +63,7 @@ def prompts(engine):
 
 @pytest.fixture(scope="module")
 def plain_outputs(engine, prompts):
-    return [engine.generate(p, max_tokens=40) for p in prompts]
+    return [engine.generate(p, max_tokens=40, trace=True) for p in prompts]
 
 
 def check_trace(result):
@@ -79,7 +80,7 @@ def test_lookup_output_equals_plain_greedy_and_every_token_is_the_targets_argmax
     drafted = 0
     for prompt, plain in zip(prompts, plain_outputs, strict=True):
         r = engine.generate(prompt, max_tokens=40, drafter=lookup, costs=costs, trace=True)
-        assert r.tokens == plain.tokens
+        assert_same_greedy(plain, r.tokens, "lookup")
         check_trace(r)
         drafted += r.drafted
     if cost_model == EAGER:
@@ -89,7 +90,7 @@ def test_lookup_output_equals_plain_greedy_and_every_token_is_the_targets_argmax
 def test_wrong_drafter_rolls_back_and_stays_lossless(engine, prompts, plain_outputs):
     for prompt, plain in zip(prompts, plain_outputs, strict=True):
         r = engine.generate(prompt, max_tokens=40, drafter=GarbageDrafter(), costs=eager(), trace=True)
-        assert r.tokens == plain.tokens
+        assert_same_greedy(plain, r.tokens, "garbage drafts")
         check_trace(r)
         assert r.drafted > r.accepted
         # rejected drafts left the KV cache: it holds the prompt and emitted tokens only
@@ -122,9 +123,10 @@ def test_same_model_as_its_own_draft_is_lossless_and_accepts_everything(engine, 
     for prompt, plain in zip(prompts[:3], plain_outputs[:3], strict=True):
         self_draft.ms_per_token = 0.0
         r = engine.generate(prompt, max_tokens=40, drafter=self_draft, costs=eager(), trace=True)
-        assert r.tokens == plain.tokens
+        assert_same_greedy(plain, r.tokens, "self draft")
         check_trace(r)
-        assert r.drafted > 0 and r.accepted == r.drafted  # batch-invariant: the draft is the target
+        # The draft is the target: its single steps and the verify batch part only at near-ties.
+        assert r.drafted > 0 and r.drafted - r.accepted <= near_ties(plain)
 
 
 def test_auto_uses_the_draft_model_when_lookup_has_nothing(engine, prompts, plain_outputs, self_draft):
@@ -132,7 +134,7 @@ def test_auto_uses_the_draft_model_when_lookup_has_nothing(engine, prompts, plai
     for prompt, plain in zip(prompts[:2], plain_outputs[:2], strict=True):
         self_draft.ms_per_token = 0.0
         r = engine.generate(prompt, max_tokens=40, drafter=auto, costs=eager())
-        assert r.tokens == plain.tokens
+        assert_same_greedy(plain, r.tokens, "auto")
     assert self_draft.acceptance.steps > 0
 
 
