@@ -42,7 +42,7 @@ $(CODE_SERVER): editors/vscode/scripts/install-code-server.sh
 
 # The extension carries the server: specfill's wheel and the installer it runs on first start.
 VSIX_SERVER := editors/vscode/server
-PY_SOURCES := $(wildcard lsp_server/*.py speculative/*.py prompts/*.py bench/*.py)
+PY_SOURCES := $(wildcard lsp_server/*.py lsp_server/*/*.py speculative/*.py prompts/*.py bench/*.py)
 
 $(VSIX): editors/vscode/package.json editors/vscode/package-lock.json $(wildcard editors/vscode/src/*.ts) \
 		editors/install/specfill_install.py pyproject.toml $(PY_SOURCES) | $(STAMP)
@@ -80,7 +80,7 @@ $(VOCABS): | $(STAMP)
 
 # Neovim with the plugin on a copy of a sample file, served by the embedded default model.
 run: $(STAMP)
-	mkdir -p .tools/sample && cp lsp_server/sample.py .tools/sample/shapes.py
+	mkdir -p .tools/sample && cp bench/demo_sample.txt .tools/sample/shapes.py
 	SPECFILL_SERVER=$(CURDIR)/$(VENV)/bin/specfill $(VENV)/bin/nvim --clean \
 	  --cmd "set rtp^=$(CURDIR)/editors/nvim" -u editors/nvim/demo/init.lua .tools/sample/shapes.py
 
@@ -91,6 +91,7 @@ demo: $(STAMP)
 test: $(STAMP) editors $(LLAMA_SERVER) $(VOCABS)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+	$(PY) scripts/check_sizes.py
 	$(PY) -m pytest -q
 
 # The model-dependent tests again, on a second llama.cpp build with other kernels (AVX2, no
@@ -115,6 +116,7 @@ test-portable: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+	$(PY) scripts/check_sizes.py  # a class at most 220 lines, a function at most 50
 
 clean:
 	rm -rf $(VENV)

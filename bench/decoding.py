@@ -22,14 +22,14 @@ from bench.divergence import divergence, explained
 from bench.machine import cpu_flags
 from bench.memory import peak_rss_mb, reset_peak
 from bench.workload import load_workload
-from lsp_server.stats import pct
+from lsp_server.session.stats import pct
 from prompts import PromptError, build_prompt, family_for, prompt_tokens
 from speculative.build_info import build_info
 from speculative.convert import weights_path
 from speculative.cost_model import CostModel, load_cost_model
+from speculative.decode import Aids, Decoding, TokenTrace, generate
 from speculative.drafters import Auto, DraftModel, PromptLookup
 from speculative.engine import Engine
-from speculative.model_file import resolve_model_path
 
 MODES = ("plain", "anchor", "lookup", "draft", "auto")
 
@@ -76,14 +76,16 @@ def run(workload: str, model: str | None, draft_model: str | None, modes: list[s
         raise ValueError(f"unknown mode(s) {', '.join(unknown)}; choose from {', '.join(MODES)}")
     if "plain" not in modes:
         modes = ["plain", *modes]  # the baseline of speedup and identical
-    path = weights_path(resolve_model_path(model), weights)  # what the server loads
+    from bench.regime import resolve  # gguf-py, a test extra: only when a bench runs
+
+    path = weights_path(resolve(model), weights)  # what the server loads
     engine = Engine(path, n_ctx=n_ctx, n_threads=threads)
     build = build_info()
     costs = load_cost_model(engine, threads, build["build"])
     family = family_for(engine)
     drafter_model = None
     if "draft" in modes or (draft_model and "auto" in modes):
-        dpath = weights_path(resolve_model_path(draft_model), weights) if draft_model else path
+        dpath = weights_path(resolve(draft_model), weights) if draft_model else path
         dengine = Engine(dpath, n_ctx=n_ctx, n_threads=threads)
         drafter_model = DraftModel(dengine, engine, load_cost_model(dengine, threads, build["build"]))
     drafters = {"plain": None, "lookup": PromptLookup(), "draft": drafter_model,
@@ -108,13 +110,15 @@ def run(workload: str, model: str | None, draft_model: str | None, modes: list[s
         prompts.append((ids, parts.stop))
         extras.append(extra)
         engine.prefill(ids)  # untimed: every mode starts from the same warm cache
+        if drafter_model is not None:  # the draft's too, as the server's read ahead leaves it
+            drafter_model.engine.prefill(ids)
         # Rotate which mode goes first: with plain always first, a mode that drafted nothing
         # measured 1.01-1.05x of plain, so the first run after a prefill is a little slower.
         turn = len(prompts) % len(ours)
         for mode in ours[turn:] + ours[:turn]:
             reset_peak()
-            r = engine.generate(ids, max_tokens=max_tokens, stop=parts.stop, drafter=drafters[mode],
-                                costs=costs, extra_sources=extra, max_draft=max_draft)
+            r = generate(engine, ids, Decoding(max_tokens=max_tokens, stop=parts.stop, max_draft=max_draft),
+                         Aids(drafter=drafters[mode], costs=costs, extra_sources=extra))
             s = stats[mode]
             s.add(r.text, r.tokens, r.ttft_ms, r.total_ms)
             s.drafted += r.drafted
@@ -147,7 +151,7 @@ def run(workload: str, model: str | None, draft_model: str | None, modes: list[s
     bound_lookup = PromptLookup()
     case_spots = []
     for i, (ids, stop) in enumerate(prompts):
-        r = engine.generate(ids, max_tokens=max_tokens, stop=stop, trace=True)
+        r = generate(engine, ids, Decoding(max_tokens=max_tokens, stop=stop), Aids(tracer=TokenTrace()))
         gaps[i] = [t["gap"] for t in r.trace]
         bound_lookup.begin(extras[i])
         case_spots.append(spots(bound_lookup, ids, plain.tokens[i], gaps[i]))
@@ -185,6 +189,7 @@ def run(workload: str, model: str | None, draft_model: str | None, modes: list[s
         "extra_buffers": list(engine.buffer_types), "cpu_flags": cpu_flags(),
         "model_file_mb": path.stat().st_size / 2**20,
         "modes": report_modes,
+        "draft_ms_per_token": drafter_model.ms_per_token if drafter_model else None,
         # What a verified row past the first cost, in plain steps: as profiled, and as this
         # run's real steps priced it (the yardstick: speculation must pay below 0.4).
         "row_cost_steps": {"profile": row_costs(CostModel(costs.verify_ms)), "this_run": row_costs(run_costs)},

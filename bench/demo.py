@@ -16,8 +16,8 @@ TYPED = "\n    return "
 
 
 def sample_text() -> str:
-    """The sample file shipped with the server (package data)."""
-    return resources.files("lsp_server").joinpath("sample.py").read_text(encoding="utf-8")
+    """The sample file the demo types into (package data beside it)."""
+    return resources.files("bench").joinpath("demo_sample.txt").read_text(encoding="utf-8")
 
 
 async def _demo(model: str | None, file: str | None) -> int:

@@ -40,9 +40,9 @@ from lsprotocol import types
 from bench.lsp_client import kill_shared, server_pid, server_stats, shared_status, start_server, stop_server
 from bench.machine import cpu_flags
 from bench.memory import peak_rss_mb, rss_mb
+from bench.positions import utf16_position
 from bench.workload import load_workload
-from lsp_server.positions import utf16_position
-from lsp_server.stats import pct
+from lsp_server.session.stats import pct
 
 LANGUAGE_IDS = {".py": "python", ".js": "javascript", ".ts": "typescript", ".go": "go", ".rs": "rust", ".c": "c",
                 ".h": "c", ".cc": "cpp", ".cpp": "cpp", ".java": "java", ".lua": "lua", ".rb": "ruby",

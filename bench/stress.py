@@ -17,8 +17,8 @@ from lsprotocol import types
 from bench.demo import sample_text
 from bench.lsp_client import server_pid, server_stats, start_server, stop_server
 from bench.memory import rss_mb
-from lsp_server.positions import utf16_position
-from lsp_server.stats import percentiles
+from bench.positions import utf16_position
+from lsp_server.session.stats import percentiles
 
 # Edits mix ASCII, accents, CJK, astral characters (UTF-16 surrogate pairs) and both line endings.
 ALPHABET = ["a", "b", "x", " ", "    ", "(", ")", ":", "é", "中", "𝄞", "😀", "\n", "\r\n", "def f():\n    return 1\n"]

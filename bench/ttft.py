@@ -7,9 +7,10 @@ import statistics
 import time
 from pathlib import Path
 
-from lsp_server.stats import pct
+from lsp_server.session.stats import pct
 from speculative.build_info import build_info
 from speculative.convert import weights_path
+from speculative.decode import Decoding, generate
 from speculative.engine import Engine
 from speculative.model_file import resolve_model_path
 
@@ -24,13 +25,13 @@ def run(model: str | None, source: Path, n_tokens: int, repeat: int) -> dict:
     for i in range(repeat):
         engine.reset()
         t0 = time.perf_counter()
-        engine.generate(engine.tokenize(text), max_tokens=1)
+        generate(engine, engine.tokenize(text), Decoding(max_tokens=1))
         cold.append((time.perf_counter() - t0) * 1000)
         typed = text
         for ch in "x = 1"[: 1 + i % 5]:  # one keystroke at a time, as a user types
             typed += ch
             t0 = time.perf_counter()
-            result = engine.generate(engine.tokenize(typed), max_tokens=1)
+            result = generate(engine, engine.tokenize(typed), Decoding(max_tokens=1))
             warm.append((time.perf_counter() - t0) * 1000)
             reeval.append(result.n_prompt - result.n_reused)
     engine.close()

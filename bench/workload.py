@@ -19,7 +19,7 @@ from collections import defaultdict
 from collections.abc import Container, Iterator
 from pathlib import Path
 
-from lsp_server.workspace import decode_text
+from lsp_server.session.workspace import decode_text
 
 CODE_SUFFIXES = {".py", ".js", ".ts", ".go", ".rs", ".c", ".h", ".cc", ".cpp", ".java", ".lua", ".rb", ".sh"}
 MAX_FILE_BYTES = 512_000

@@ -1,4 +1,5 @@
-"""The `specfill` command: serve, complete, demo, benches, check, schema."""
+"""The `specfill` command: serve, attach, complete, check, schema; the benches and the demo
+register their own commands (entry point group `specfill.commands`, `bench/cli.py`)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import argparse
 import json
 import os
 import sys
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +24,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             return 2
         print(f"specfill: WARNING: listening on {args.host}:{args.port} without authentication; "
               "every client that reaches it can read the workspace through completions.", file=sys.stderr)
-    from lsp_server.logs import add_file
-    from lsp_server.server import create_server
+    from lsp_server.session.logs import add_file
+    from lsp_server.session.server import create_server
 
     server = create_server()
 
@@ -45,27 +47,27 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_attach(args: argparse.Namespace) -> int:
-    from lsp_server import attach
+    from lsp_server.shared import attach
 
     return attach.main(args.socket, args.idle_exit)
 
 
 def cmd_daemon(args: argparse.Namespace) -> int:
-    from lsp_server import daemon
+    from lsp_server.shared import daemon
 
     return daemon.main(args.socket, args.idle_exit)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from lsp_server.shared_status import main as status
+    from lsp_server.shared.status import main as status
 
     return status(args.socket, args.json)
 
 
 def cmd_complete(args: argparse.Namespace) -> int:
+    from lsp_server.backends.worker import ModelWorker
     from lsp_server.postprocess import for_cursor
     from lsp_server.settings import Settings
-    from lsp_server.worker import ModelWorker
     from speculative import ModelError
 
     try:
@@ -103,93 +105,12 @@ def cmd_complete(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
-    from bench.demo import run_demo
-
-    return run_demo(args.model, args.file)
-
-
-def cmd_bench_ttft(args: argparse.Namespace) -> int:
-    from bench.ttft import main as bench
-
-    return bench(args.model, args.source, args.tokens, args.repeat, args.json)
-
-
-def cmd_workload(args: argparse.Namespace) -> int:
-    from bench.workload import main as workload
-
-    return workload(args.source, args.kind, args.n, args.seed, args.out)
-
-
-def cmd_bench(args: argparse.Namespace) -> int:
-    from bench.decoding import main as bench
-    from speculative.model_file import ModelError
-
-    try:
-        return bench(args.workload, args.model, args.draft_model, args.modes, args.max_tokens,
-                     args.prompt_tokens, args.n_ctx, args.threads, args.json, args.max_draft, args.weights)
-    except (ModelError, ValueError, OSError) as exc:
-        print(f"specfill: {exc}", file=sys.stderr)
-        return 2
-
-
-def cmd_bench_lsp(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
-    from bench.lsp import Typist
-    from bench.lsp import main as bench_lsp
-
-    try:
-        settings = json.loads(args.settings) if args.settings else {}
-        variants = []
-        for v in args.variant or []:
-            name, sep, raw = v.partition("=")
-            if not sep:
-                raise ValueError(f"--variant {v!r}: expected NAME=JSON")
-            variants.append((name, json.loads(raw)))
-        if args.workspace and not Path(args.workspace).is_dir():
-            raise ValueError(f"--workspace {args.workspace}: not a folder")
-        if args.sessions < 1 or (args.sessions > 1 and (variants or args.workspace)):
-            raise ValueError("--sessions takes a number from 1, and goes without --variant and --workspace")
-        typist = Typist(warm=args.warm, focus=args.focus, accept=args.accept, look_ms=args.look_ms)
-        if args.key_ms is not None:
-            typist = replace(typist, key_ms=args.key_ms)
-        return bench_lsp(args.workload, typist, args.json, settings, variants, args.workspace, args.sessions,
-                         args.separate)
-    except (ValueError, OSError) as exc:
-        print(f"specfill: {exc}", file=sys.stderr)
-        return 2
-
-
-def cmd_bench_memory(args: argparse.Namespace) -> int:
-    from bench.shared_memory import main as bench_memory
-
-    try:
-        counts = [int(n) for n in args.windows.split(",")]
-    except ValueError:
-        print(f"specfill: --windows {args.windows!r}: expected numbers, e.g. 1,2,4", file=sys.stderr)
-        return 2
-    return bench_memory(counts, args.vscode)
-
-
-def cmd_bench_engine(args: argparse.Namespace) -> int:
-    from bench.engine_configs import main as bench_engine
-
-    return bench_engine(args.model or "", args.threads, args.stock_wheels, args.json, args.all, args.repeat)
-
-
-def cmd_stress(args: argparse.Namespace) -> int:
-    from bench.stress import main as stress
-
-    return stress(args.edits, args.cancels, args.seconds, args.rate, args.seed, args.json)
-
-
 def _measure_costs(path, weights: str, build: str):
     """The cost table the server would otherwise measure at its first start, before the first
     suggestion: measured where an install already waits, and cached for the server (same model
     file, default threads and build). Opened as the server opens it: a converted file llama.cpp
     cannot load is converted again. (costs, the weights loaded)"""
-    from lsp_server.local import open_engine
+    from lsp_server.backends.local import open_engine
     from lsp_server.settings import Settings
     from speculative.cost_model import load_cost_model
 
@@ -245,7 +166,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    from bench import schema_export
+    from lsp_server import schema_export
     from lsp_server.settings import schema
 
     if args.write:
@@ -283,10 +204,6 @@ def _add_runtime_commands(sub) -> None:
     p.add_argument("--max-tokens", type=int, default=48)
     p.add_argument("--prompt-budget-ms", type=int, help="completion.promptBudgetMs (0: read the whole prompt first)")
     p.set_defaults(func=cmd_complete)
-    p = sub.add_parser("demo", help="start the real server and replay typing into a sample file")
-    p.add_argument("--model")
-    p.add_argument("--file", help="file to type into (default: a copy of the sample shipped with specfill)")
-    p.set_defaults(func=cmd_demo)
     p = sub.add_parser("check", help="the version, the llama.cpp build and the model (installs, health checks)")
     p.add_argument("--model", help="GGUF path or packaged name (default: the embedded SmolLM2-135M)")
     p.add_argument("--weights", default="auto", choices=WEIGHTS, help="as model.weights")
@@ -316,88 +233,6 @@ def _add_shared_commands(sub) -> None:
     p.set_defaults(func=cmd_status)
 
 
-def _add_bench_commands(sub) -> None:
-    """Workloads and the engine-level benches."""
-    from lsp_server.settings import WEIGHTS
-
-    p = sub.add_parser("workload", help="write completion cases cut from real files (JSONL)")
-    p.add_argument("--from", dest="source", required=True, help="folder of source files")
-    p.add_argument("--kind", choices=["fim", "edit", "copy", "crossfile"], default="fim")
-    p.add_argument("--n", type=int, default=30)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", help="file to write (default: stdout)")
-    p.set_defaults(func=cmd_workload)
-    p = sub.add_parser("bench", help="every decoding mode on every workload case, side by side")
-    p.add_argument("--workload", required=True, help="JSONL file from `specfill workload`")
-    p.add_argument("--model", help="GGUF path or packaged name (smollm2-135m, gemma3-270m)")
-    p.add_argument("--draft-model", help="GGUF for the draft mode (default: the target itself)")
-    p.add_argument("--modes", default="plain,anchor,lookup,draft,auto")
-    p.add_argument("--max-tokens", type=int, default=48)
-    p.add_argument("--prompt-tokens", type=int, default=1024, help="prompt budget in tokens")
-    p.add_argument("--max-draft", type=int, default=16, help="most drafted tokens a step (speculation.maxDraft)")
-    p.add_argument("--weights", default="auto", choices=WEIGHTS, help="as model.weights")
-    p.add_argument("--n-ctx", type=int, default=4096)
-    p.add_argument("--threads", type=int, default=0, help="0 = all cores")
-    p.add_argument("--json")
-    p.set_defaults(func=cmd_bench)
-    p = sub.add_parser("bench-ttft", help="cold prefill vs warm TTFT after one keystroke")
-    p.add_argument("--model")
-    p.add_argument("--source", default=argparse.__file__, help="a text of --tokens tokens or more "
-                   "(default: the standard library's argparse.py)")
-    p.add_argument("--tokens", type=int, default=1000)
-    p.add_argument("--repeat", type=int, default=5)
-    p.add_argument("--json")
-    p.set_defaults(func=cmd_bench_ttft)
-
-
-def _add_server_bench_commands(sub) -> None:
-    """Benches of the real server and of engine configurations."""
-    p = sub.add_parser("bench-lsp", help="type workload cases into the real server; latency and usefulness")
-    p.add_argument("--workload", required=True, help="JSONL file from `specfill workload`")
-    p.add_argument("--key-ms", type=float, help="pause between keystrokes, ms (default: the bench typist's)")
-    p.add_argument("--look-ms", type=float, default=0.0,
-                   help="pause between a case's open and its first keystroke, ms (default 0: at once)")
-    p.add_argument("--json")
-    p.add_argument("--settings", help='server settings as JSON, e.g. \'{"model": {"remote": {"url": "http://127.0.0.1:8012"}}}\'')
-    p.add_argument("--variant", action="append", metavar="NAME=JSON",
-                   help="also run the cases with these settings on a fresh server (repeatable), e.g. "
-                        "'no-heal={\"completion\": {\"heal\": false}}'")
-    p.add_argument("--warm", action="store_true", help="send an untimed request when a case opens (the old mode)")
-    p.add_argument("--focus", action="store_true", help="send specfill/didFocus when a case opens, as the editors do")
-    p.add_argument("--workspace", metavar="DIR",
-                   help="open the server on this folder, as an editor does (indexed before typing starts)")
-    p.add_argument("--accept", action="store_true",
-                   help="a typist who presses Tab whenever the suggestion continues the text (reports saved)")
-    p.add_argument("--sessions", type=int, default=1,
-                   help="editors typing at once, each its share of the cases, on one shared server")
-    p.add_argument("--separate", action="store_true", help="with --sessions: a server per session (the old way)")
-    p.set_defaults(func=cmd_bench_lsp)
-    p = sub.add_parser("bench-memory", help="memory of the specfill processes behind 1, 2, 4 real Neovim windows: "
-                                            "one shared server against a server each")
-    p.add_argument("--windows", default="1,2,4", help="window counts (default 1,2,4)")
-    p.add_argument("--vscode", action="store_true",
-                   help="the last window of each count is a real VS Code window (code-server, from `make editors`)")
-    p.set_defaults(func=cmd_bench_memory)
-    p = sub.add_parser("bench-engine", help="prompt, decode and verify speed, memory, batch invariance and accuracy "
-                                            "per engine configuration (weights, repack, n_ubatch, build)")
-    p.add_argument("--model", help="GGUF path or packaged name (default: the embedded SmolLM2-135M)")
-    p.add_argument("--threads", type=int, default=0, help="0 = all cores")
-    p.add_argument("--stock-wheels", default=".wheels/llamafile-on",
-                   help="folder with a llama-cpp-python wheel built with llamafile on, to compare")
-    p.add_argument("--all", action="store_true", help="every combination, not the default selection")
-    p.add_argument("--repeat", type=int, default=3, help="runs of each configuration (medians are reported)")
-    p.add_argument("--json")
-    p.set_defaults(func=cmd_bench_engine)
-    p = sub.add_parser("stress", help="random edits, cancel storms and a timed typing replay against the real server")
-    p.add_argument("--edits", type=int, default=10000)
-    p.add_argument("--cancels", type=int, default=1000)
-    p.add_argument("--seconds", type=float, default=60.0, help="typing replay length")
-    p.add_argument("--rate", type=float, default=20.0, help="requests a second in the replay")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json")
-    p.set_defaults(func=cmd_stress)
-
-
 def main(argv: list[str] | None = None) -> int:
     from lsp_server import __version__
 
@@ -412,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"specfill {__version__}")
     sub = parser.add_subparsers(dest="cmd", required=True)
     _add_runtime_commands(sub)
-    _add_bench_commands(sub)
-    _add_server_bench_commands(sub)
+    for plugin in entry_points(group="specfill.commands"):  # bench's commands: the server never imports bench
+        plugin.load()(sub)
     args = parser.parse_args(argv)
     return args.func(args)

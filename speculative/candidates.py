@@ -9,9 +9,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from speculative.engine import FIRST_BRANCH, FULL, MAX_SEQS
 from speculative.heal import Heal
 from speculative.output import Output
+from speculative.seqs import FIRST_BRANCH, FULL, MAX_SEQS
 
 
 def branch(engine, prompt: Sequence[int], n: int, max_tokens: int, stop: Sequence[str] = (),

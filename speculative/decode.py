@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
@@ -31,11 +31,31 @@ from speculative.errors import Cancelled
 from speculative.heal import Heal, PieceIndex
 from speculative.kept import Replay
 from speculative.output import Output
+from speculative.seqs import FULL
 
-if TYPE_CHECKING:
-    from speculative.engine import Engine
 
-FULL = 0  # the engine's sequence of full prompts (engine.FULL; engine imports this module)
+class Context(Protocol):
+    """What the loop needs of a llama.cpp context (`speculative.engine.Engine`)."""
+
+    n_ctx: int
+    decode_steps: int
+
+    def prefill(self, prompt: Sequence[int], cancel: threading.Event | None = None, seq: int = FULL,
+                keep_after: bool = False) -> tuple[np.ndarray, int]: ...
+
+    def eval(self, tokens: Sequence[int], want_rows: Sequence[int] = (), *, seq: int = FULL) -> list[np.ndarray]: ...
+
+    def held(self, seq: int) -> list[int]: ...
+
+    def truncate(self, n_keep: int, seq: int = FULL) -> None: ...
+
+    def after(self, seq: int = FULL) -> tuple[list[int], list[np.ndarray]]: ...
+
+    def keep(self, tokens: Sequence[int], rows: Sequence[np.ndarray], seq: int = FULL) -> None: ...
+
+    def token_bytes(self, token: int) -> bytes: ...
+
+    def is_eog(self, token: int) -> bool: ...
 
 
 @dataclass
@@ -216,7 +236,7 @@ class Aids:
 class _Run:
     """One generation's state: the tokens so far, the output and its stops, the picker."""
 
-    def __init__(self, engine: Engine, prompt: list[int], opts: Decoding, aids: Aids, max_tokens: int) -> None:
+    def __init__(self, engine: Context, prompt: list[int], opts: Decoding, aids: Aids, max_tokens: int) -> None:
         self.engine, self.opts, self.aids = engine, opts, aids
         healed = aids.heal.rest if aids.heal is not None else b""
         self.tokens = np.empty(len(prompt) + len(healed) + max_tokens + 1, dtype=np.int32)  # prompt + output
@@ -281,7 +301,7 @@ class _Run:
         return nxt
 
 
-def generate(engine: Engine, prompt: Sequence[int], opts: Decoding | None = None,
+def generate(engine: Context, prompt: Sequence[int], opts: Decoding | None = None,
              aids: Aids | None = None) -> GenerationResult:
     """Generate from `prompt` on `engine`'s sequence `opts.seq`; with a drafter, verify its
     drafts in batches. With `aids.heal`, the output first reproduces its text (not part of
@@ -300,7 +320,7 @@ def generate(engine: Engine, prompt: Sequence[int], opts: Decoding | None = None
     run = _Run(engine, prompt, opts, aids, max_tokens)
     res = GenerationResult("", [], "", len(prompt), reused, 0.0, 0.0, 0, healed=run.healed)
     if aids.drafter is not None:
-        aids.drafter.begin(aids.extra_sources)
+        aids.drafter.begin(aids.extra_sources, prompt=prompt)
     first = run.picker.pick(logits)  # the next token, not yet in the KV cache
     res.ttft_ms = (time.perf_counter() - t0) * 1000
     aids.tracer.first(first[0], logits)

@@ -29,12 +29,13 @@ class Draft:
 
 class Drafter(Protocol):
     """What the decode loop asks of a drafter, one request at a time:
-    `begin` with text worth copying from, `propose` before each verify step (None: do not
-    draft), `feedback` with how many drafted tokens the target accepted, `end` with the output."""
+    `begin` with text worth copying from and the prompt (once the target has read it),
+    `propose` before each verify step (None: do not draft), `feedback` with how many drafted
+    tokens the target accepted, `end` with the output."""
 
     name: str
 
-    def begin(self, extra: Sequence[Sequence[int]] = ()) -> None: ...
+    def begin(self, extra: Sequence[Sequence[int]] = (), *, prompt: Sequence[int] = ()) -> None: ...
 
     def propose(self, seq: np.ndarray, k_cap: int, costs: CostModel) -> Draft | None: ...
 
@@ -163,7 +164,7 @@ class PromptLookup:
         self._open: deque[_Open] = deque(maxlen=self.MAX_OPEN)
         self.scored = 0  # positions scored, ever
 
-    def begin(self, extra: Sequence[Sequence[int]] = ()) -> None:
+    def begin(self, extra: Sequence[Sequence[int]] = (), *, prompt: Sequence[int] = ()) -> None:
         """Start a request; `extra` holds token lists worth copying from (suffix, other files)."""
         self.sources = [np.asarray(s, dtype=np.int32) for s in extra if len(s) > 1]
         self._open.clear()
@@ -258,10 +259,16 @@ class DraftModel:
         check_same_vocab(target, engine)
         self.engine = engine
         self.acceptance = Acceptance({"model": 0.5})
-        self.ms_per_token = draft_costs.cost(1)  # refined as drafts are timed
+        self.ms_per_token = draft_costs.cost(1)  # one draft step, refined as drafts are timed
+        self.prompt_ms = 0.0  # reading the prompts into its own context, ever
 
-    def begin(self, extra: Sequence[Sequence[int]] = ()) -> None:
-        pass  # drafts from its own context, which prefill keeps in step
+    def begin(self, extra: Sequence[Sequence[int]] = (), *, prompt: Sequence[int] = ()) -> None:
+        """Read the prompt now, from what its context holds: a draft step then costs one token
+        read, and the draft's step time is not mistaken for the prompt's."""
+        if prompt and len(prompt) < self.engine.n_ctx:
+            t0 = time.perf_counter()
+            self.engine.prefill(list(prompt))
+            self.prompt_ms += (time.perf_counter() - t0) * 1000
 
     def end(self, completion: Sequence[int]) -> None:
         pass
@@ -272,13 +279,14 @@ class DraftModel:
         if k == 0 or len(seq) + k >= self.engine.n_ctx:
             return None
         t0 = time.perf_counter()
-        logits, _ = self.engine.prefill(seq.tolist())
+        logits, reused = self.engine.prefill(seq.tolist())
         out = [int(np.argmax(logits))]
         while len(out) < k:
             (logits,) = self.engine.eval([out[-1]], want_rows=[0])
             out.append(int(np.argmax(logits)))
-        ms = (time.perf_counter() - t0) * 1000 / k
-        self.ms_per_token = 0.8 * self.ms_per_token + 0.2 * ms
+        if len(seq) - reused <= 2:  # in step: the pending token (and the last draft's) read, then k - 1 steps
+            ms = (time.perf_counter() - t0) * 1000 / k
+            self.ms_per_token = 0.8 * self.ms_per_token + 0.2 * ms
         return Draft(out, "model")
 
     def feedback(self, draft: Draft, accepted: int) -> None:
@@ -293,8 +301,10 @@ class Auto:
     def __init__(self, lookup: PromptLookup, model: DraftModel | None) -> None:
         self.lookup, self.model = lookup, model
 
-    def begin(self, extra: Sequence[Sequence[int]] = ()) -> None:
+    def begin(self, extra: Sequence[Sequence[int]] = (), *, prompt: Sequence[int] = ()) -> None:
         self.lookup.begin(extra)
+        if self.model is not None:
+            self.model.begin(prompt=prompt)
 
     def end(self, completion: Sequence[int]) -> None:
         self.lookup.end(completion)

@@ -12,7 +12,6 @@ memory and loaded back (`save_seq`/`load_seq`), so moving between places reads n
 from __future__ import annotations
 
 import ctypes
-import dataclasses
 import mmap
 import os
 import threading
@@ -26,17 +25,12 @@ import llama_cpp
 import numpy as np
 
 from speculative.cpu_buffers import extra_buffer_types
-from speculative.decode import Aids, Decoding, GenerationResult, TokenTrace, Tracer, generate
 from speculative.errors import Cancelled, ModelError
 from speculative.kept import KEPT_ROW_BYTES, Kept
 from speculative.model_file import check_gguf
+from speculative.read_abort import ReadAbort
+from speculative.seqs import FIRST_BRANCH, FULL, MAX_SEQS, SHORT, SHORT_SEQS
 from speculative.vocab import Vocab
-
-FULL, SHORT = 0, 1  # sequences of the full prompt and of the first short one
-SHORT_SEQS = 2  # short prompts kept: two windows typing at once would otherwise read theirs anew each key
-FIRST_BRANCH = SHORT + SHORT_SEQS  # candidates branch on sequences FIRST_BRANCH.. (cells shared with their source)
-MAX_SEQS = FIRST_BRANCH + 8
-AIDS = frozenset(f.name for f in dataclasses.fields(Aids))
 
 
 @llama_cpp.llama_log_callback
@@ -50,23 +44,15 @@ llama_cpp.llama_log_set(_quiet_log, ctypes.c_void_p(0))
 llama_cpp.llama_backend_init()
 
 
-def _flag_is_set() -> Any:
-    """An abort callback that needs no Python: C's strlen on a flag byte (a nonzero length,
-    returned as a C bool, is true). llama.cpp asks it after every node of a decode's graph
-    (~650 a decode) from its compute thread; a Python callback took the GIL each time, and
-    with another thread running Python a background read slowed many times over
-    (docs/performance.md). None where there is no libc."""
-    try:
-        address = ctypes.cast(ctypes.CDLL(None).strlen, ctypes.c_void_p).value
-    except (OSError, AttributeError, TypeError):
-        return None
-    return llama_cpp.ggml_abort_callback(address) if address else None
+def _fill_batch(b: Any, items: Sequence[tuple[int, int, int, bool]]) -> None:
+    """Put (token, position, sequence, wants its logits) items into llama.cpp's batch."""
+    b.n_tokens = len(items)
+    for j, (tok, pos, seq, want) in enumerate(items):
+        b.token[j], b.pos[j], b.n_seq_id[j], b.logits[j] = tok, pos, 1, want
+        b.seq_id[j][0] = seq
 
 
-_FLAG_IS_SET = _flag_is_set()
-
-
-class StopFlag(Protocol):
+class CancelFlag(Protocol):
     """What eval and read look at between chunks: a threading.Event, or anything with is_set()."""
 
     def is_set(self) -> bool: ...
@@ -137,15 +123,7 @@ class Engine(Vocab):
         self.n_batch, self.n_ubatch, self.n_threads = n_batch, n_ubatch, threads
         self.threads_now = threads  # what decodes run on (use_threads), at most n_threads
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
-        # A read can be stopped inside a decode, not only between chunks: a keystroke would
-        # otherwise wait for the chunk to end. The flag is set only while a read runs
-        # (stop_reading, under the lock), so a generation's decode is never aborted.
-        self._stop_read = ctypes.create_string_buffer(2)  # byte 0 nonzero: abort (byte 1 ends the string)
-        self._reading = False
-        self._read_lock = threading.Lock()
-        if _FLAG_IS_SET is not None:
-            llama_cpp.llama_set_abort_callback(self._ctx, _FLAG_IS_SET,
-                                               ctypes.cast(self._stop_read, ctypes.c_void_p))
+        self._read_abort = ReadAbort(self._ctx)  # a read stopped inside its decode (abort_read)
         self._seqs: dict[int, list[int]] = {FULL: []}  # tokens whose K/V each holds, in order
         self._kept: dict[int, Kept] = {}  # seq -> its last prefill's prompt and logits, and the rows after them
         self.decode_steps = 0  # llama_decode calls, ever: lets tests see work stop
@@ -169,7 +147,6 @@ class Engine(Vocab):
             llama_cpp.llama_set_n_threads(self._ctx, n, n)
             self.threads_now = n
 
-    # -- sequences ------------------------------------------------------------------
     @property
     def cached(self) -> list[int]:
         """The tokens the full prompt's sequence holds."""
@@ -182,13 +159,12 @@ class Engine(Vocab):
         """How many leading tokens of `prompt` sequence `seq` already holds."""
         return common_prefix(self.held(seq), prompt)
 
-    # -- evaluation ---------------------------------------------------------------
     def _logits_row(self, i: int) -> np.ndarray:
         ptr = llama_cpp.llama_get_logits_ith(self._ctx, i)
         return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).copy()
 
     def eval(self, tokens: Sequence[int], want_rows: Sequence[int] = (),
-             cancel: StopFlag | None = None, seq: int = FULL,
+             cancel: CancelFlag | None = None, seq: int = FULL,
              chunk: int | None = None) -> list[np.ndarray]:
         """Append `tokens` after what `seq` holds; return logits for rows `want_rows`.
         `cancel` is checked between chunks (n_batch tokens, or `chunk`): what was evaluated
@@ -202,24 +178,13 @@ class Engine(Vocab):
         for start in range(0, len(tokens), step):
             if cancel is not None and cancel.is_set():
                 raise Cancelled(f"cancelled after {start} of {len(tokens)} prompt tokens")
-            part = tokens[start:start + step]
-            b = self._batch
-            b.n_tokens = len(part)
-            base = len(held)
-            part_rows = []
-            for j, tok in enumerate(part):
-                b.token[j] = tok
-                b.pos[j] = base + j
-                b.n_seq_id[j] = 1
-                b.seq_id[j][0] = seq
-                want = (start + j) in wanted
-                b.logits[j] = want
-                if want:
-                    part_rows.append(j)
+            part, base = tokens[start:start + step], len(held)
+            part_rows = [j for j in range(len(part)) if start + j in wanted]
+            _fill_batch(self._batch, [(tok, base + j, seq, start + j in wanted) for j, tok in enumerate(part)])
             t0 = time.perf_counter()
-            rc = llama_cpp.llama_decode(self._ctx, b)
+            rc = llama_cpp.llama_decode(self._ctx, self._batch)
             self.decode_steps += 1
-            if rc == 2:  # aborted by stop_reading: llama.cpp dropped the unfinished ubatch
+            if rc == 2:  # aborted by abort_read: llama.cpp dropped the unfinished ubatch
                 now = llama_cpp.llama_memory_seq_pos_max(self._mem, seq) + 1
                 del held[min(now, base):]
                 held.extend(part[:max(0, now - base)])
@@ -236,12 +201,8 @@ class Engine(Vocab):
     def eval_seqs(self, items: Sequence[tuple[int, int, int]]) -> list[np.ndarray]:
         """One llama_decode of (token, position, sequence) items, a logits row each: several
         branches advance by one token for the price of one batch."""
-        b = self._batch
-        b.n_tokens = len(items)
-        for j, (tok, pos, seq) in enumerate(items):
-            b.token[j], b.pos[j], b.n_seq_id[j], b.logits[j] = tok, pos, 1, True
-            b.seq_id[j][0] = seq
-        rc = llama_cpp.llama_decode(self._ctx, b)
+        _fill_batch(self._batch, [(tok, pos, seq, True) for tok, pos, seq in items])
+        rc = llama_cpp.llama_decode(self._ctx, self._batch)
         self.decode_steps += 1
         if rc != 0:
             raise ModelError(f"llama_decode failed with code {rc}")
@@ -290,10 +251,10 @@ class Engine(Vocab):
         return llama_cpp.llama_state_seq_get_size(self._ctx, seq)
 
     def save_seq(self, seq: int = FULL) -> SavedSeq:
-        """Copy the sequence's KV cache out (a few ms for a thousand tokens)."""
+        """Copy the sequence's KV cache out (a few ms for a thousand tokens), written in place
+        (no second copy to double the peak) into pages that go back to the system when the copy
+        is dropped (from the heap, freed megabytes stay)."""
         size = self.saved_size(seq)
-        # Written in place (no second copy to double the peak), into pages of its own that go
-        # back to the system when the copy is dropped (from the heap, freed megabytes stay).
         data = mmap.mmap(-1, size)
         n = llama_cpp.llama_state_seq_get_data(self._ctx, (ctypes.c_uint8 * size).from_buffer(data), size, seq)
         if n != size:
@@ -343,37 +304,23 @@ class Engine(Vocab):
         if (kept := self._kept.get(seq)) is not None:
             kept.add(self.held(seq), tokens, rows)
 
-    def read(self, prompt: Sequence[int], cancel: StopFlag, seq: int = FULL, chunk: int = 64) -> int:
+    def read(self, prompt: Sequence[int], cancel: CancelFlag, seq: int = FULL, chunk: int = 64) -> int:
         """Read `prompt` into `seq` without logits, `chunk` tokens a decode, stopping (with
         Cancelled, progress kept) at the first chunk after `cancel` is set, or inside the
-        decode on stop_reading; the tokens read."""
+        decode on abort_read; the tokens read."""
         common = self.common_prefix(prompt, seq)
         self.truncate(common, seq)
         rest = list(prompt[common:-1])  # the last token is read by the request, for its logits
-        with self._read_lock:
-            self._reading, self._stop_read[0] = True, b"\0"
-        try:
-            # `cancel` is looked at before each chunk, so a stop_reading that came before the
-            # flag was cleared above is not lost.
+        # `cancel` is looked at before each chunk, so an abort_read that came before the flag
+        # was armed is not lost.
+        with self._read_abort.armed():
             self.eval(rest, cancel=cancel, seq=seq, chunk=chunk)
-        finally:
-            with self._read_lock:
-                self._reading, self._stop_read[0] = False, b"\0"
         return len(rest)
 
-    def stop_reading(self) -> None:
+    def abort_read(self) -> None:
         """Stop a running `read` now, inside its decode (from any thread; no-op otherwise).
         The caller also sets the read's `cancel`, which the read sees between chunks."""
-        with self._read_lock:
-            if self._reading:
-                self._stop_read[0] = b"\1"
-
-    # -- generation ---------------------------------------------------------------
-    def generate(self, prompt: Sequence[int], *, trace: bool = False, **options) -> GenerationResult:
-        """Generate from `prompt`: `options` are Decoding's and Aids' fields by name (see
-        speculative.decode); `trace` keeps each token's argmax and top-2 gap (benches)."""
-        aids = {k: options.pop(k) for k in AIDS if k in options}
-        return generate(self, prompt, Decoding(**options), Aids(**aids, tracer=TokenTrace() if trace else Tracer()))
+        self._read_abort.abort()
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from speculative.engine import FULL, Engine, SavedSeq, common_prefix
+from speculative.engine import Engine, SavedSeq, common_prefix
+from speculative.seqs import FULL
 
 # tokens: fewer are read again in one step (a ubatch); a larger one, even of a small file,
 # would be read again at each keystroke of a window typing beside another.

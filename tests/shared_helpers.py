@@ -27,8 +27,8 @@ def shared_env(root: Path, **extra: str) -> dict:
 
 
 def socket_of(env: dict) -> Path:
-    out = subprocess.run([sys.executable, "-c", "from lsp_server.attach import socket_path; print(socket_path())"],
-                         env=env, check=True, capture_output=True, text=True)
+    code = "from lsp_server.shared.attach import socket_path; print(socket_path())"
+    out = subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True)
     return Path(out.stdout.strip())
 
 

@@ -3,8 +3,8 @@
 import asyncio
 import threading
 
-from lsp_server.cache import TypeThroughCache
-from lsp_server.pipeline import Inflight, first_complete_line
+from lsp_server.session.cache import TypeThroughCache
+from lsp_server.session.pipeline import Inflight, first_complete_line
 
 
 def test_typing_what_was_suggested_is_answered_from_the_cache():

@@ -1,6 +1,6 @@
 """The ring buffer of chunks from recently edited documents."""
 
-from lsp_server.chunks import ChunkRing
+from lsp_server.session.chunks import ChunkRing
 
 CODE = "\n".join(f"def f{i}(x):\n    return x + {i}\n" for i in range(40))
 

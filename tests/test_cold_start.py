@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from lsp_server import pipeline
-from lsp_server.engines import Request
-from lsp_server.pipeline import Pipeline, Position
-from lsp_server.prompt_plan import MIN_SHORT_TOKENS, READ_CHUNK
+from lsp_server.backends.backend import Request
+from lsp_server.backends.prompt_plan import MIN_SHORT_TOKENS, READ_CHUNK
+from lsp_server.backends.worker import TYPING_S, ModelWorker
+from lsp_server.session import pipeline
+from lsp_server.session.pipeline import Pipeline, Place
 from lsp_server.settings import Settings
-from lsp_server.worker import TYPING_S, ModelWorker
 from speculative.cost_model import ReadRate
 from speculative.engine import FULL
 
@@ -239,7 +239,7 @@ async def test_a_suggestion_is_answered_with_its_first_text_when_another_request
 
     async def suggest(uri: str, wait_behind: bool):
         p = Pipeline(worker)
-        asked = asyncio.create_task(p.suggest(Position(uri, "v.py", text, ""), s, True, lambda _: None))
+        asked = asyncio.create_task(p.suggest(Place(uri, "v.py", text, ""), s, True, lambda _: None))
         await asyncio.sleep(0)  # the suggestion's generation is on the model thread's queue
         other = worker.complete("x = ", "", "other.py", s, owner="other window") if wait_behind else None
         shown = await asyncio.wait_for(asked, 60)

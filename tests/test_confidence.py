@@ -10,6 +10,7 @@ import asyncio
 
 import numpy as np
 import pytest
+from decode_helpers import decode
 from lsp_helpers import (
     REPEATED,
     TEXT,
@@ -34,7 +35,7 @@ PROMPT = "import math\n\n\ndef area_of_circle(radius):\n    return math.pi * rad
 
 def test_probabilities_are_the_targets_softmax(engine):
     ids = engine.tokenize(PROMPT)
-    r = engine.generate(ids, max_tokens=6, trace=True)
+    r = decode(engine, ids, max_tokens=6, trace=True)
     engine.reset()
     logits, _ = engine.prefill(ids)
     p = np.exp(logits - logits.max())
@@ -44,18 +45,18 @@ def test_probabilities_are_the_targets_softmax(engine):
 
 def test_a_suggestion_is_cut_before_its_first_doubted_token(engine):
     ids = engine.tokenize(PROMPT)
-    full = engine.generate(ids, max_tokens=16, trace=True)
+    full = decode(engine, ids, max_tokens=16, trace=True)
     j = 1 + int(np.argmin(full.probs[1:]))  # the most doubted token after the first
     assert all(q > full.probs[j] for q in full.probs[:j])
-    cut = engine.generate(ids, max_tokens=16, min_confidence=full.probs[j] + 1e-6)
+    cut = decode(engine, ids, max_tokens=16, min_confidence=full.probs[j] + 1e-6)
     assert cut.stop_reason == "confidence" and cut.tokens == full.tokens[:j]
     assert cut.text == engine.detokenize(full.tokens[:j])
 
 
 def test_no_suggestion_when_its_first_token_is_doubted(engine):
     ids = engine.tokenize(PROMPT)
-    full = engine.generate(ids, max_tokens=4, trace=True)
-    hidden = engine.generate(ids, max_tokens=4, min_confidence=full.probs[0] + 1e-6)
+    full = decode(engine, ids, max_tokens=4, trace=True)
+    hidden = decode(engine, ids, max_tokens=4, min_confidence=full.probs[0] + 1e-6)
     assert hidden.stop_reason == "confidence" and hidden.tokens == [] and hidden.text == ""
 
 
@@ -112,9 +113,9 @@ def test_a_real_model_shows_what_it_is_sure_of_and_it_is_the_start_of_its_greedy
     decoding writes."""
     index = PieceIndex(engine.pieces())
     ids = engine.tokenize(TABLE, parse_special=False)
-    greedy = engine.generate(ids, max_tokens=8)
-    before = engine.generate(ids, max_tokens=8, min_confidence=0.4)
-    after = engine.generate(ids, max_tokens=8, min_confidence=0.4, index=index)
+    greedy = decode(engine, ids, max_tokens=8)
+    before = decode(engine, ids, max_tokens=8, min_confidence=0.4)
+    after = decode(engine, ids, max_tokens=8, min_confidence=0.4, index=index)
     assert after.stop_reason == before.stop_reason == "confidence" and after.tokens == before.tokens
     assert len(after.text) > len(before.text) and greedy.text.startswith(after.text)
     # The part shown of the doubted token: every token starting with it together reaches 0.4.

@@ -1,7 +1,7 @@
 """Everyday controls, as pure rules: suggestions per language (over the defaults), the manual
 trigger, and files kept out of prompts (.gitignore-style patterns)."""
 
-from lsp_server.controls import excluded, language_on, refusal, suggestions_allowed
+from lsp_server.session.controls import excluded, language_on, refusal, suggestions_allowed
 from lsp_server.settings import EXCLUDE, Settings, parse_settings
 
 

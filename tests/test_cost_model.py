@@ -111,8 +111,8 @@ def test_profile_is_cached_per_model_file_and_threads(engine, tmp_path, monkeypa
 def test_check_measures_the_verify_costs_once_and_the_server_starts_with_them(tmp_path, monkeypatch):
     """The install runs `specfill check --costs`, so the first start does not measure them
     (3 s before the first suggestion). Shipped weights: no conversion into the empty cache."""
+    from lsp_server.backends.worker import ModelWorker
     from lsp_server.settings import Settings
-    from lsp_server.worker import ModelWorker
 
     monkeypatch.setenv("SPECFILL_CACHE_DIR", str(tmp_path))
 

@@ -12,11 +12,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from decode_helpers import decode
 from same_output import assert_same_greedy
 
-from lsp_server.engines import Request
-from lsp_server.local import LocalEngine
-from lsp_server.read_ahead import ReadAhead
+from lsp_server.backends.backend import Request
+from lsp_server.backends.local import LocalBackend
+from lsp_server.backends.read_ahead import ReadAhead
 from lsp_server.settings import Settings
 from speculative.cpu_share import WINDOW_S, CpuShare, free_threads, read_busy_s
 
@@ -89,12 +90,12 @@ def test_fewer_threads_give_the_same_output(engine):
 
     try:
         engine.reset()
-        many_text = engine.generate(tokens, max_tokens=32, trace=True)
+        many_text = decode(engine, tokens, max_tokens=32, trace=True)
         many = read()
         engine.use_threads(1)
         assert engine.threads_now == 1
         engine.reset()
-        one_text = engine.generate(tokens, max_tokens=32)
+        one_text = decode(engine, tokens, max_tokens=32)
         one = read()
     finally:
         engine.use_threads(engine.n_threads)
@@ -111,7 +112,7 @@ def test_fewer_threads_give_the_same_output(engine):
 def test_the_model_runs_on_fewer_threads_beside_busy_processes_unless_told_how_many(threads):
     settings = Settings()
     settings.model.threads = threads
-    local = LocalEngine.open(settings, ReadAhead(), threading.Event(), [])
+    local = LocalBackend.open(settings, ReadAhead(), threading.Event(), [])
     hogs = _hogs(CORES - 1)
     try:
         assert local.engine.threads_now == (threads or CORES)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from decode_helpers import decode
 
 from speculative.engine import FULL, SHORT, Engine
 from speculative.errors import Cancelled
@@ -38,13 +39,13 @@ def test_stop_reading_stops_a_read_inside_its_decode_and_what_it_keeps_is_exact(
     never = threading.Event()  # the read would otherwise stop only between chunks
     engine.reset()
     engine.read(tokens[:41], never)  # 40 tokens held: the stopped read must keep them
-    engine.stop_reading()  # no read runs: nothing happens, now or later
-    assert engine.generate(tokens[:41], max_tokens=4).stop_reason != "cancelled"
+    engine.abort_read()  # no read runs: nothing happens, now or later
+    assert decode(engine, tokens[:41], max_tokens=4).stop_reason != "cancelled"
     done = threading.Event()
 
     def stopper() -> None:
         while not done.is_set():
-            engine.stop_reading()
+            engine.abort_read()
             time.sleep(0.002)
 
     helper = threading.Thread(target=stopper)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from decode_helpers import decode
 from same_output import assert_same_greedy, assert_same_tokens
 
 from prompts import build_prompt, family_for, prompt_tokens
@@ -137,7 +138,7 @@ def test_healed_generation_is_the_exact_constrained_greedy_result(engine, prefix
     pieces = engine.pieces()
     heal = Heal(PieceIndex(pieces), pieces, healed.encode())
     engine.reset()
-    r = engine.generate(prompt, max_tokens=8, heal=heal)
+    r = decode(engine, prompt, max_tokens=8, heal=heal)
     want, gaps = brute_constrained_greedy(engine, prompt, healed.encode(), len(r.tokens))
     # The reference reads the whole prompt anew at each step: another path, equal up to near-ties.
     assert_same_tokens(want[: len(r.tokens)], gaps, r.tokens, "healed against brute force")
@@ -152,7 +153,7 @@ def test_healing_mid_identifier_continues_the_word(engine):
     head, healed = heal_split(prefix)
     prompt = prompt_tokens(engine, build_prompt(family_for(engine), head, "", "x.py"), 1024)
     pieces = engine.pieces()
-    r = engine.generate(prompt, max_tokens=8, stop=["\n"], heal=Heal(PieceIndex(pieces), pieces, healed.encode()))
+    r = decode(engine, prompt, max_tokens=8, stop=["\n"], heal=Heal(PieceIndex(pieces), pieces, healed.encode()))
     assert r.text.startswith("rn ")
 
 
@@ -166,14 +167,14 @@ def test_a_longer_healed_text_from_the_same_prompt_replays_and_equals_a_fresh_ge
     pieces = engine.pieces()
     index = PieceIndex(pieces)
     engine.reset()
-    fresh = engine.generate(prompt, max_tokens=16, heal=Heal(index, pieces, (healed + "~").encode()))
+    fresh = decode(engine, prompt, max_tokens=16, heal=Heal(index, pieces, (healed + "~").encode()))
     engine.reset()
-    first = engine.generate(prompt, max_tokens=16, heal=Heal(index, pieces, healed.encode()))
+    first = decode(engine, prompt, max_tokens=16, heal=Heal(index, pieces, healed.encode()))
     kept = len(engine.after()[0])
     assert kept == len(first.tokens) - (first.stop_reason != "eog")  # all fed: the last emitted only if eog ended it
-    again = engine.generate(prompt, max_tokens=16, heal=Heal(index, pieces, healed.encode()))
+    again = decode(engine, prompt, max_tokens=16, heal=Heal(index, pieces, healed.encode()))
     assert again.tokens == first.tokens and again.replayed == kept and again.decode_steps == 0
-    typed_on = engine.generate(prompt, max_tokens=16, heal=Heal(index, pieces, (healed + "~").encode()))
+    typed_on = decode(engine, prompt, max_tokens=16, heal=Heal(index, pieces, (healed + "~").encode()))
     assert typed_on.tokens == fresh.tokens and typed_on.text == fresh.text
     # What the model spells the same way under the longer text is read from the kept rows.
     assert typed_on.decode_steps == fresh.decode_steps - typed_on.replayed
@@ -202,17 +203,17 @@ def test_healed_speculative_output_equals_healed_plain_output(engine, model, gem
             if not healed:
                 continue
             prompt = prompt_tokens(eng, build_prompt(family_for(eng), head, "", "x.py"), 1024)
-            plain = eng.generate(prompt, max_tokens=24, heal=Heal(index, pieces, healed.encode()), trace=True)
+            plain = decode(eng, prompt, max_tokens=24, heal=Heal(index, pieces, healed.encode()), trace=True)
             lookup = PromptLookup()
             eng.truncate(len(prompt) - 1)  # else the plain generation's tokens are replayed, not drafted
-            spec = eng.generate(prompt, max_tokens=24, heal=Heal(index, pieces, healed.encode()), drafter=lookup,
+            spec = decode(eng, prompt, max_tokens=24, heal=Heal(index, pieces, healed.encode()), drafter=lookup,
                                 costs=CostModel(table), extra_sources=[eng.tokenize(code, parse_special=False)])
             assert_same_greedy(plain, spec.tokens, f"lookup at {cut}")
             assert spec.drafted > 0
             if drafter is not None:  # the draft model's drafts, verified under the same constraint
                 drafter.ms_per_token = 0.01  # its first prefill of each prompt must not make drafting look dear
                 eng.truncate(len(prompt) - 1)
-                by_model = eng.generate(prompt, max_tokens=24, heal=Heal(index, pieces, healed.encode()),
+                by_model = decode(eng, prompt, max_tokens=24, heal=Heal(index, pieces, healed.encode()),
                                         drafter=drafter, costs=CostModel(table))
                 assert_same_greedy(plain, by_model.tokens, f"draft model at {cut}")
                 assert by_model.drafted > 0

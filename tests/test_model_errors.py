@@ -7,7 +7,7 @@ import pytest
 
 from speculative import Engine, ModelError, resolve_model_path
 
-SAMPLE = "lsp_server/sample.py"
+SAMPLE = "bench/demo_sample.txt"
 
 
 @pytest.fixture

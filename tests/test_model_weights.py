@@ -8,9 +8,10 @@ import os
 import subprocess
 import sys
 
+from decode_helpers import decode
 from test_cold_start import settings
 
-from lsp_server.worker import ModelWorker
+from lsp_server.backends.worker import ModelWorker
 from speculative.convert import converted_path, weights_path
 from speculative.engine import Engine
 
@@ -63,6 +64,6 @@ def test_one_extra_buffer_type_is_taken_out_by_name_and_the_others_kept(model_pa
 def test_engine_without_repack(model_path):
     e = Engine(weights_path(model_path), n_ctx=512, repack=False)
     try:
-        assert e.buffer_types == () and e.generate(e.tokenize("def f(x):\n    return"), max_tokens=4).tokens
+        assert e.buffer_types == () and decode(e, e.tokenize("def f(x):\n    return"), max_tokens=4).tokens
     finally:
         e.close()

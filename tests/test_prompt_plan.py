@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from test_heal import vocab as vocab_file
 
-from lsp_server.engines import Request
-from lsp_server.prompt_plan import MIN_SHORT_TOKENS, READ_CHUNK, PromptPlanner
+from lsp_server.backends.backend import Request
+from lsp_server.backends.prompt_plan import MIN_SHORT_TOKENS, READ_CHUNK, PromptPlanner
 from lsp_server.settings import Settings
 from prompts import ContextFile, family_for
 from prompts.heal import HEAL_TOKENS

@@ -1,12 +1,12 @@
 """The read-ahead schedule: one pending prompt, read while idle, yielding at once to a request
 submitted and not started, to the cursor moving elsewhere, and to a shutdown."""
 
-from lsp_server.read_ahead import ReadAhead
+from lsp_server.backends.read_ahead import ReadAhead
 
 
 def test_a_read_yields_to_a_request_until_the_request_starts():
     s = ReadAhead()
-    flag = s.yield_flag()
+    flag = s.read_cancel()
     assert not flag.is_set()
     s.submit()
     assert flag.is_set()
@@ -16,9 +16,9 @@ def test_a_read_yields_to_a_request_until_the_request_starts():
 
 def test_a_read_of_a_place_stops_when_the_cursor_moves_elsewhere():
     s = ReadAhead()
-    here = s.yield_flag(s.moved())
+    here = s.read_cancel(s.moved())
     assert not here.is_set()
-    elsewhere = s.yield_flag(s.moved())
+    elsewhere = s.read_cancel(s.moved())
     assert here.is_set() and not elsewhere.is_set()
 
 
@@ -34,6 +34,6 @@ def test_one_read_is_queued_for_the_pending_prompt_and_done_clears_it():
 
 def test_shutting_down_stops_every_read():
     s = ReadAhead()
-    flag = s.yield_flag()
+    flag = s.read_cancel()
     s.closing.set()
     assert flag.is_set()

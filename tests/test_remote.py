@@ -6,10 +6,11 @@ import threading
 import time
 
 import pytest
+from decode_helpers import decode
 from remote_helpers import Failing, Silent, llama_server, openai_engine
 from same_output import assert_same_greedy_text
 
-from lsp_server.remote import RemoteEngine, RemoteError
+from lsp_server.backends.remote import RemoteClient, RemoteError
 from lsp_server.settings import RemoteSettings
 from prompts import ContextFile, build_prompt
 
@@ -19,11 +20,11 @@ PREFIX = "def fibonacci(n):\n    "
 LONG_PREFIX = "# A long list of numbers, one a line\n1\n2\n3\n"  # generates until max_tokens
 
 
-def remote(url: str, kind: str = "openai", **kw) -> RemoteEngine:
-    return RemoteEngine(RemoteSettings(url=url, kind=kind, **kw))
+def remote(url: str, kind: str = "openai", **kw) -> RemoteClient:
+    return RemoteClient(RemoteSettings(url=url, kind=kind, **kw))
 
 
-def generate(r: RemoteEngine, prefix=PREFIX, max_tokens=24, cancel=None, on_text=None, budget_s=60.0, stop=()):
+def generate(r: RemoteClient, prefix=PREFIX, max_tokens=24, cancel=None, on_text=None, budget_s=60.0, stop=()):
     return r.generate(prefix, "", "fib.py", [], max_tokens=max_tokens, stop=stop, budget_s=budget_s,
                       cancel=cancel or threading.Event(), on_text=on_text)
 
@@ -32,7 +33,7 @@ def same_as_local(engine, text: str, what: str, prefix=PREFIX, max_tokens=24) ->
     """The remote's greedy text is the same model's local greedy text, up to near-ties (another
     process, another path: docs/testing.md)."""
     prompt = engine.tokenize(build_prompt("prefix-only", prefix, "", "fib.py").text)
-    reference = engine.generate(prompt, max_tokens=max_tokens, trace=True)
+    reference = decode(engine, prompt, max_tokens=max_tokens, trace=True)
     assert_same_greedy_text(reference, engine.token_bytes, text.encode(), what)
 
 

@@ -2,6 +2,7 @@
 fails a real divergence, also one forced on the real model."""
 
 import pytest
+from decode_helpers import decode
 from lsp_helpers import REPEATED
 from same_output import assert_same_greedy, assert_same_greedy_text
 
@@ -33,12 +34,12 @@ def test_the_text_form_finds_the_token_whose_bytes_differ():
 
 def test_a_real_divergence_on_the_model_fails_the_check(engine):
     prompt = engine.tokenize(REPEATED)
-    reference = engine.generate(prompt, max_tokens=12, trace=True)
+    reference = decode(engine, prompt, max_tokens=12, trace=True)
     assert_same_greedy(reference, reference.tokens, "the same run")
     k = 5
     assert reference.trace[k]["gap"] >= GAP_TIE  # certain text (test_model_premises checks its margin)
     forced = reference.tokens[:k] + [reference.tokens[k] + 1]
-    forced += engine.generate(prompt + forced, max_tokens=12 - len(forced)).tokens
+    forced += decode(engine, prompt + forced, max_tokens=12 - len(forced)).tokens
     with pytest.raises(AssertionError, match="a real divergence"):
         assert_same_greedy(reference, forced, "forced")
     text = b"".join(engine.token_bytes(t) for t in forced)

@@ -56,7 +56,7 @@ def test_schema_lists_every_setting_with_type_default_and_description():
 def test_readme_documents_every_setting_with_its_default():
     from pathlib import Path
 
-    from bench.schema_export import readme_default
+    from lsp_server.schema_export import readme_default
 
     readme = (Path(__file__).parents[1] / "README.md").read_text()
     for name, entry in schema().items():
@@ -70,7 +70,7 @@ def test_editor_copies_of_the_schema_are_current():
     import json
     from pathlib import Path
 
-    from bench import schema_export
+    from lsp_server import schema_export
 
     root = Path(__file__).parents[1]
     manifest = json.loads((root / schema_export.VSCODE_MANIFEST).read_text())

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from decode_helpers import decode
 from same_output import assert_same_greedy, near_ties
 
 from speculative import Engine, ModelError
@@ -42,7 +43,7 @@ class GarbageDrafter:
     def __init__(self, k=6):
         self.k, self.rng = k, np.random.default_rng(0)
 
-    def begin(self, extra=()):
+    def begin(self, extra=(), *, prompt=()):
         pass
 
     def end(self, completion):
@@ -63,7 +64,7 @@ def prompts(engine):
 
 @pytest.fixture(scope="module")
 def plain_outputs(engine, prompts):
-    return [engine.generate(p, max_tokens=40, trace=True) for p in prompts]
+    return [decode(engine, p, max_tokens=40, trace=True) for p in prompts]
 
 
 def check_trace(result):
@@ -79,7 +80,7 @@ def test_lookup_output_equals_plain_greedy_and_every_token_is_the_targets_argmax
     lookup = PromptLookup()
     drafted = 0
     for prompt, plain in zip(prompts, plain_outputs, strict=True):
-        r = engine.generate(prompt, max_tokens=40, drafter=lookup, costs=costs, trace=True)
+        r = decode(engine, prompt, max_tokens=40, drafter=lookup, costs=costs, trace=True)
         assert_same_greedy(plain, r.tokens, "lookup")
         check_trace(r)
         drafted += r.drafted
@@ -89,7 +90,7 @@ def test_lookup_output_equals_plain_greedy_and_every_token_is_the_targets_argmax
 
 def test_wrong_drafter_rolls_back_and_stays_lossless(engine, prompts, plain_outputs):
     for prompt, plain in zip(prompts, plain_outputs, strict=True):
-        r = engine.generate(prompt, max_tokens=40, drafter=GarbageDrafter(), costs=eager(), trace=True)
+        r = decode(engine, prompt, max_tokens=40, drafter=GarbageDrafter(), costs=eager(), trace=True)
         assert_same_greedy(plain, r.tokens, "garbage drafts")
         check_trace(r)
         assert r.drafted > r.accepted
@@ -103,10 +104,10 @@ def test_sampling_with_temperature_matches_plain_sampling(engine, prompts):
     # Sample-and-match keeps the target's distribution; with the same seed and a
     # batch-invariant build it reproduces plain sampling token for token.
     for prompt in prompts[:3]:
-        plain = engine.generate(prompt, max_tokens=32, temperature=0.8, seed=7)
-        spec = engine.generate(prompt, max_tokens=32, temperature=0.8, seed=7, drafter=GarbageDrafter(3),
+        plain = decode(engine, prompt, max_tokens=32, temperature=0.8, seed=7)
+        spec = decode(engine, prompt, max_tokens=32, temperature=0.8, seed=7, drafter=GarbageDrafter(3),
                                costs=eager())
-        look = engine.generate(prompt, max_tokens=32, temperature=0.8, seed=7, drafter=PromptLookup(),
+        look = decode(engine, prompt, max_tokens=32, temperature=0.8, seed=7, drafter=PromptLookup(),
                                costs=eager())
         assert spec.tokens == plain.tokens == look.tokens
 
@@ -122,7 +123,7 @@ def test_same_model_as_its_own_draft_is_lossless_and_accepts_everything(engine, 
                                                                         self_draft):
     for prompt, plain in zip(prompts[:3], plain_outputs[:3], strict=True):
         self_draft.ms_per_token = 0.0
-        r = engine.generate(prompt, max_tokens=40, drafter=self_draft, costs=eager(), trace=True)
+        r = decode(engine, prompt, max_tokens=40, drafter=self_draft, costs=eager(), trace=True)
         assert_same_greedy(plain, r.tokens, "self draft")
         check_trace(r)
         # The draft is the target: its single steps and the verify batch part only at near-ties.
@@ -133,7 +134,7 @@ def test_auto_uses_the_draft_model_when_lookup_has_nothing(engine, prompts, plai
     auto = Auto(PromptLookup(), self_draft)
     for prompt, plain in zip(prompts[:2], plain_outputs[:2], strict=True):
         self_draft.ms_per_token = 0.0
-        r = engine.generate(prompt, max_tokens=40, drafter=auto, costs=eager())
+        r = decode(engine, prompt, max_tokens=40, drafter=auto, costs=eager())
         assert_same_greedy(plain, r.tokens, "auto")
     assert self_draft.acceptance.steps > 0
 
@@ -144,7 +145,7 @@ def test_measured_costs_keep_a_self_draft_from_drafting(engine, prompts, self_dr
     # depths and loads than this draft is priced at).
     profiled = dataclasses.replace(costs, scale={}, seen={})
     self_draft.ms_per_token = profiled.cost(1)
-    r = engine.generate(prompts[0], max_tokens=16, drafter=self_draft, costs=profiled)
+    r = decode(engine, prompts[0], max_tokens=16, drafter=self_draft, costs=profiled)
     assert r.drafted == 0
 
 

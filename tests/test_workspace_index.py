@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lsp_server.workspace import WorkspaceIndex
+from lsp_server.session.workspace import WorkspaceIndex
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """Model workers shared by the sessions that ask for the same model and options.
 
-`specfill serve` has one session; the shared server (lsp_server/daemon.py) has one per editor
+`specfill serve` has one session; the shared server (lsp_server/shared/daemon.py) has one per editor
 connection, and they meet here: a session asking for a model another already loaded gets that
 worker (one model in memory, one thread ordering all their work); one asking for another model
 gets its own, loaded once and unloaded when its last session lets go.
@@ -9,15 +9,28 @@ gets its own, loaded once and unloaded when its last session lets go.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from lsp_server.backends.worker import ModelWorker
 from lsp_server.settings import Settings
-from lsp_server.worker import ModelWorker
 
 log = logging.getLogger("specfill")
+
+
+def rss_mb() -> float:
+    """This process's resident memory (Linux /proc; 0 elsewhere)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
 
 
 @dataclass
@@ -27,7 +40,7 @@ class _Shared:
     users: set[object] = field(default_factory=set)
 
 
-class EnginePool:
+class WorkerPool:
     def __init__(self, shared: bool = False) -> None:
         self.shared = shared  # the shared server's: sessions of several editors
         self.sessions: set[Any] = set()  # every session open (SpecfillServer), initialized or not
@@ -67,3 +80,15 @@ class EnginePool:
     def workers(self) -> list[tuple[ModelWorker, int]]:
         """Each loaded worker with the number of sessions using it."""
         return [(s.worker, len(s.users)) for s in self._shared.values()]
+
+    def status(self, version: str, build: str) -> dict:
+        """The shared server's pid, build, sessions (editor, folders) and models loaded
+        (`specfill/sharedStatus`, which `specfill status` asks)."""
+        sessions = [s for s in self.sessions if s.client_name]  # a status request's own connection is none
+        return {
+            "pid": os.getpid(), "version": version, "build": build, "shared": self.shared,
+            "rss_mb": round(rss_mb(), 1),
+            "sessions": [{"editor": s.client_name, "folders": s.workspace_roots(), "since": s.started}
+                         for s in sorted(sessions, key=lambda s: s.started)],
+            "models": [{"model": w.loaded or "(loading)", "state": w.state, "sessions": n} for w, n in self.workers()],
+        }

@@ -1,6 +1,6 @@
 """The model in this process: prompts planned, places kept warm, decoding with speculation.
 
-Every method runs on the worker's model thread, except `interrupt`. A request is answered
+Every method runs on the worker's model thread, except `cancel_background`. A request is answered
 from the prompt the planner chooses; the full prompt it did not read is read in the
 background between requests (`read_pending`), and places the user left stay warm as copies
 of their KV cache (speculative/warm_places.py), so coming back reads nothing again.
@@ -12,9 +12,9 @@ import logging
 import threading
 import time
 
-from lsp_server.engines import Completion, Request
-from lsp_server.prompt_plan import READ_CHUNK, Prompt, PromptPlanner
-from lsp_server.read_ahead import ReadAhead
+from lsp_server.backends.backend import Completion, Request
+from lsp_server.backends.prompt_plan import READ_CHUNK, Prompt, PromptPlanner
+from lsp_server.backends.read_ahead import ReadAhead
 from lsp_server.settings import Settings
 from lsp_server.words import complete_word
 from prompts import family_for
@@ -24,11 +24,12 @@ from speculative.candidates import branch
 from speculative.convert import weights_path
 from speculative.cost_model import CostModel, load_cost_model
 from speculative.cpu_share import CpuShare
-from speculative.decode import clamp_max_tokens
+from speculative.decode import Aids, Decoding, clamp_max_tokens, generate
 from speculative.drafters import Auto, Drafter, DraftModel, PromptLookup
-from speculative.engine import FULL, StopFlag
+from speculative.engine import CancelFlag
 from speculative.errors import Cancelled
 from speculative.heal import PieceIndex
+from speculative.seqs import FULL
 from speculative.warm_places import WarmPlaces
 
 log = logging.getLogger("specfill")
@@ -69,8 +70,8 @@ def open_draft(settings: Settings, target: Engine, stop: threading.Event, warnin
         return None
 
 
-class LocalEngine:
-    """A `CompletionEngine` on a model loaded here."""
+class LocalBackend:
+    """A `Backend` on a model loaded here."""
 
     reads_ahead = True
 
@@ -91,7 +92,7 @@ class LocalEngine:
 
     @classmethod
     def open(cls, settings: Settings, schedule: ReadAhead, stop: threading.Event,
-             warnings: list[str]) -> LocalEngine:
+             warnings: list[str]) -> LocalBackend:
         m = settings.model
         source = resolve_model_path(m.path or None)
         engine, _ = open_engine(source, m.weights, m.n_ctx, m.threads or None, warnings)
@@ -146,12 +147,14 @@ class LocalEngine:
         sources = [self.engine.tokenize(req.suffix[:SUFFIX_LOOKUP_CHARS], parse_special=False)]  # worth copying
         sources += [self.engine.tokenize(o.text[-LOOKUP_CHARS:], parse_special=False)
                     for o in req.others[:LOOKUP_FILES]]
-        return self.engine.generate(
-            prompt.tokens, max_tokens=clamp_max_tokens(s.completion.max_tokens, self.engine.n_ctx),
-            stop=prompt.stop, budget_s=s.completion.budget_ms / 1000, cancel=req.cancel, on_text=req.on_text,
-            drafter=self.drafter(s.speculation.method), costs=self.costs, extra_sources=sources,
-            max_draft=s.speculation.max_draft, heal=self.planner.heal(prompt.heal),
-            min_confidence=s.completion.min_confidence, index=self.planner.pieces, seq=prompt.seq)
+        decoding = Decoding(max_tokens=clamp_max_tokens(s.completion.max_tokens, self.engine.n_ctx),
+                            stop=prompt.stop, budget_s=s.completion.budget_ms / 1000,
+                            min_confidence=s.completion.min_confidence, max_draft=s.speculation.max_draft,
+                            seq=prompt.seq)
+        aids = Aids(drafter=self.drafter(s.speculation.method), costs=self.costs, extra_sources=sources,
+                    heal=self.planner.heal(prompt.heal), index=self.planner.pieces, cancel=req.cancel,
+                    on_text=req.on_text)
+        return generate(self.engine, prompt.tokens, decoding, aids)
 
     def _alternatives(self, req: Request, prompt: Prompt, result: GenerationResult) -> list[str] | None:
         """Other candidates about as long as the greedy one, all advancing in one batch a
@@ -177,20 +180,20 @@ class LocalEngine:
     def focus(self, req: Request, focus: int) -> None:
         """The cursor rests at `req`'s place (didFocus): read its full prompt now, unless a
         request or another didFocus came first."""
-        if self.schedule.yield_flag(focus).is_set():
+        if self.schedule.read_cancel(focus).is_set():
             log.debug("didFocus: a request came first, not reading ahead at %s (offset %d)", req.path, len(req.prefix))
             return
         log.debug("didFocus: reading ahead at %s (offset %d)", req.path, len(req.prefix))
         full = self.planner.full(req)
         if full is not None:
             self.schedule.want(full.tokens)
-        self.read_pending(self.schedule.yield_flag(focus))
+        self.read_pending(self.schedule.read_cancel(focus))
 
-    def read_pending(self, stop: StopFlag | None = None) -> None:
+    def read_pending(self, stop: CancelFlag | None = None) -> None:
         """Read the pending full prompt into the full prompt's sequence, a chunk at a time, until
         done or until `stop` (a request arrived: it is resumed after it; the cursor moved)."""
         tokens = self.schedule.begin()
-        stop = stop or self.schedule.yield_flag()
+        stop = stop or self.schedule.read_cancel()
         if tokens is None or stop.is_set():
             return
         self._fit_threads()
@@ -199,6 +202,8 @@ class LocalEngine:
         before = self.engine.common_prefix(tokens, FULL)  # what the sequence holds beyond it is dropped
         try:
             self.engine.read(tokens, stop, FULL, chunk=READ_CHUNK)
+            if self.draft is not None:  # the draft's too: a draft step then reads one token, not the prompt
+                self.draft.engine.read(tokens, stop, FULL, chunk=READ_CHUNK)
             self.schedule.want(None)
         except Cancelled:
             pass
@@ -219,9 +224,11 @@ class LocalEngine:
                 if engine is not None:
                     engine.use_threads(n)
 
-    def interrupt(self) -> None:
+    def cancel_background(self) -> None:
         """A background read stops inside its decode, not at the end of its chunk."""
-        self.engine.stop_reading()
+        self.engine.abort_read()
+        if self.draft is not None:
+            self.draft.engine.abort_read()
 
     # -- the rest -----------------------------------------------------------------------
     def prompt_tok_s(self) -> float:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from lsp_server.engines import Completion, Request
+from lsp_server.backends.backend import Completion, Request
 from lsp_server.postprocess import wants_single_line
 from lsp_server.settings import RemoteSettings, Settings
 from prompts import FAMILIES, ContextFile, build_prompt
@@ -71,7 +71,7 @@ def _base_url(url: str) -> httpx.URL:
     return parsed
 
 
-class RemoteEngine:
+class RemoteClient:
     def __init__(self, cfg: RemoteSettings) -> None:
         self.url = _base_url(cfg.url)
         self.cfg = cfg
@@ -310,13 +310,13 @@ def _root_cause(exc: BaseException) -> BaseException:
     return exc
 
 
-class RemoteCompletion:
-    """A `CompletionEngine` on a serving engine: the same context, sent as text."""
+class RemoteBackend:
+    """A `Backend` on a serving engine: the same context, sent as text."""
 
     reads_ahead = False  # the engine reads its own prompts; after-accept work would cost it a request
 
     def __init__(self, settings: Settings) -> None:
-        self.remote = RemoteEngine(settings.model.remote)
+        self.remote = RemoteClient(settings.model.remote)
         self.family = f"remote {settings.model.remote.kind}"
         self.describe = self.remote.describe()
 
@@ -333,7 +333,7 @@ class RemoteCompletion:
             prefix, suffix, req.path, context, max_tokens=s.completion.max_tokens, stop=stop,
             budget_s=s.completion.budget_ms / 1000, cancel=req.cancel, on_text=req.on_text))
 
-    def interrupt(self) -> None:
+    def cancel_background(self) -> None:
         """Nothing runs in the background: a request's own cancel shuts its stream."""
 
     def stats(self) -> dict:

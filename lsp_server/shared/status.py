@@ -1,39 +1,16 @@
 """`specfill status`: what the shared server of this install is doing, asked over its socket
-(`specfill/sharedStatus`), and the report that request answers with."""
+(`specfill/sharedStatus`, answered by `WorkerPool.status`)."""
 
 from __future__ import annotations
 
 import itertools
 import json
-import os
 import socket
 import sys
 import time
 from pathlib import Path
 
-from lsp_server import attach
-
-
-def rss_mb() -> float:
-    """This process's resident memory (Linux /proc; 0 elsewhere)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
-
-
-def report(engines, version: str, build: str) -> dict:
-    """The shared server's pid, build, sessions (editor, folders) and models loaded."""
-    sessions = [s for s in engines.sessions if s.client_name]  # a status request's own connection is none
-    return {
-        "pid": os.getpid(), "version": version, "build": build, "shared": engines.shared, "rss_mb": round(rss_mb(), 1),
-        "sessions": [{"editor": s.client_name, "folders": s.workspace_roots(), "since": s.started}
-                     for s in sorted(sessions, key=lambda s: s.started)],
-        "models": [{"model": w.loaded or "(loading)", "state": w.state, "sessions": n} for w, n in engines.workers()],
-    }
+from lsp_server.shared import attach
 
 
 def _request(sock: socket.socket, method: str, params: dict, timeout_s: float = 10.0) -> dict:

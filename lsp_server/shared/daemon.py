@@ -22,10 +22,10 @@ from pathlib import Path
 from pygls.io_ import run_async
 
 from lsp_server import __version__
-from lsp_server.attach import address
-from lsp_server.engine_pool import EnginePool
-from lsp_server.logs import FORMAT, SESSION, add_file
-from lsp_server.server import SpecfillServer, create_server
+from lsp_server.backends.worker_pool import WorkerPool
+from lsp_server.session.logs import FORMAT, SESSION, add_file
+from lsp_server.session.server import SpecfillServer, create_server
+from lsp_server.shared.attach import address
 
 log = logging.getLogger("specfill")
 IDLE_CHECK_S = 1.0
@@ -42,7 +42,7 @@ class Daemon:
     def __init__(self, path: Path, idle_exit_s: float) -> None:
         self.path = path
         self.idle_exit_s = idle_exit_s
-        self.engines = EnginePool(shared=True)
+        self.pool = WorkerPool(shared=True)
         self.connections = 0
         self.last_session_end = time.monotonic()
         self._numbers = 0
@@ -57,7 +57,7 @@ class Daemon:
             return
         self._numbers += 1
         number = self._numbers
-        ls = create_server(self.engines)
+        ls = create_server(self.pool)
         SESSION.set(ls)  # this task's and its children's log records are this session's
         stop = threading.Event()
         ls.protocol.set_writer(writer)  # type: ignore[arg-type]  # StreamWriter.write is what pygls calls
@@ -93,7 +93,7 @@ class Daemon:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.path)  # an editor starting from now on starts another server
             self.inode = 0
-        for worker, _ in self.engines.workers():
+        for worker, _ in self.pool.workers():
             worker.shutdown()
 
 

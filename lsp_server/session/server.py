@@ -1,10 +1,10 @@
-"""LSP handlers: a few lines each; the work lives in worker, pipeline, prompts and postprocess."""
+"""LSP handlers: a few lines each; the work lives in the pipeline, the context, the backends,
+prompts and postprocess."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import threading
 import time
 import uuid
@@ -15,80 +15,40 @@ from pygls import uris
 from pygls.lsp.server import LanguageServer
 
 from lsp_server import __version__
-from lsp_server.chunks import ChunkRing
-from lsp_server.controls import excluded, suggestions_allowed
-from lsp_server.engine_pool import EnginePool
-from lsp_server.logs import EditorHandler, set_level
-from lsp_server.pipeline import RELATED_BY_CHARS, Pipeline, Position
+from lsp_server.backends.worker import ModelWorker
+from lsp_server.backends.worker_pool import WorkerPool
 from lsp_server.postprocess import Suggestion
-from lsp_server.protocol import SpecfillProtocol
+from lsp_server.session.context import EditorContext
+from lsp_server.session.controls import suggestions_allowed
+from lsp_server.session.logs import EditorHandler, set_level
+from lsp_server.session.pipeline import RELATED_BY_CHARS, Pipeline, Place
+from lsp_server.session.protocol import SpecfillProtocol
 from lsp_server.settings import Settings, parse_settings, to_wire
-from lsp_server.shared_status import report
-from lsp_server.worker import ModelWorker
-from lsp_server.workspace import WorkspaceIndex
-from prompts import ContextFile
 from speculative.build_info import build_info
 
 log = logging.getLogger("specfill")
 ACCEPT_COMMAND = "specfill.didAccept"
-CHUNK_REGION = 8  # lines: an edit this far from the last chunk's makes a new chunk
-CHUNK_REFRESH_S = 2.0  # else the chunk is refreshed at most this often
 
 
 class SpecfillServer(LanguageServer):
     """One editor's session: its documents, settings, context and statistics. The model worker
-    comes from `engines`, which the shared server's sessions have in common."""
+    comes from `pool`, which the shared server's sessions have in common."""
 
-    def __init__(self, engines: EnginePool | None = None) -> None:
+    def __init__(self, pool: WorkerPool | None = None) -> None:
         super().__init__("specfill", __version__, protocol_cls=SpecfillProtocol,
                          text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
         self.log_handler = EditorHandler(self.window_log_message, self)
         log.addHandler(self.log_handler)
-        self.engines = engines or EnginePool()
-        self.engines.sessions.add(self)
+        self.pool = pool or WorkerPool()
+        self.pool.sessions.add(self)
         self.client_name = ""  # from initialize, for `specfill status`
         self.started = time.time()
         self.settings = Settings()
         self.worker = ModelWorker()  # unloaded until initialized: requests meanwhile get nothing
-        self.pipeline = Pipeline(self.worker, self.other_documents)
-        self.recent: dict[str, float] = {}  # uri -> last open/edit time
+        self.context = EditorContext(lambda: self.workspace.text_documents)
+        self.pipeline = Pipeline(self.worker, self.context.other_documents)
         self.reported: set[str] = set()  # setting errors the editor was told of
         self.focused: tuple[str, int, int] | None = None  # the last place didFocus named
-        self.index: WorkspaceIndex | None = None
-        self.chunks = ChunkRing()  # places recently edited, in any document
-        self._chunked: dict[str, tuple[int | None, float]] = {}  # uri -> (region, time) of its last chunk
-
-    def other_documents(self, uri: str, near: str, settings: Settings) -> tuple[ContextFile, ...]:
-        """Context for a request in `uri`, most useful first: chunks around recent edits in
-        other documents (the prompt takes the first), the other open documents, most recently
-        edited first, then the workspace files sharing most identifiers with the text `near`
-        the cursor (prompt lookup copies from these too). Files context.exclude names are left
-        out, whatever the engine."""
-        docs = self.workspace.text_documents
-        out: list[ContextFile] = []
-        kept_out = settings.context.exclude
-        if settings.context.open_files:
-            this = docs[uri].path if uri in docs else uri
-            out += [ContextFile(c.path, c.text) for c in self.chunks.recent(exclude_path=this)]
-            order = sorted((u for u in self.recent if u != uri and u in docs), key=self.recent.__getitem__,
-                           reverse=True)
-            out += [ContextFile(docs[u].path or u, docs[u].source) for u in order]
-        if settings.context.workspace and self.index is not None:
-            this = docs[uri].path if uri in docs else ""
-            related = self.index.related(this, near, n=2, exclude=[c.path for c in out],
-                                         skip=lambda p: excluded(p, kept_out))
-            out += [ContextFile(str(f.path), f.text) for f in related]
-        return tuple(c for c in out if not excluded(c.path, kept_out))
-
-    def note_edit(self, uri: str, line: int) -> None:
-        """Keep the ring's chunk of this place current: on a new region, or every few seconds."""
-        doc = self.workspace.text_documents.get(uri)
-        now = time.monotonic()
-        region, last = self._chunked.get(uri, (None, 0.0))
-        if doc is None or (region == line // CHUNK_REGION and now - last < CHUNK_REFRESH_S):
-            return
-        self._chunked[uri] = (line // CHUNK_REGION, now)
-        self.chunks.add(doc.path or uri, doc.source, line)  # the path, as prompts name files
 
     def workspace_roots(self) -> list[str]:
         folders = [f.uri for f in self.workspace.folders.values()] if self.workspace.folders else []
@@ -98,15 +58,7 @@ class SpecfillServer(LanguageServer):
 
     def update_index(self) -> None:
         """Start, restart or stop the workspace indexer to match settings and folders."""
-        roots = self.workspace_roots() if self.settings.context.workspace else []
-        if self.index is not None and [str(r) for r in self.index.roots] == [os.path.realpath(r) for r in roots]:
-            return
-        if self.index is not None:
-            self.index.stop()
-            self.index = None
-        if roots:
-            self.index = WorkspaceIndex(roots)
-            self.index.start()
+        self.context.update_index(self.workspace_roots() if self.settings.context.workspace else [])
 
     def focus(self, uri: str, line: int, character: int) -> None:
         """The cursor landed or rests here: read its prompt while idle. Said while the model
@@ -114,14 +66,14 @@ class SpecfillServer(LanguageServer):
         self.focused = (uri, line, character)
         if not self.worker.ready:
             return
-        at = _position(self, uri, types.Position(line=line, character=character)) \
+        at = _place(self, uri, types.Position(line=line, character=character)) \
             if line >= 0 and character >= 0 else None
         backend = self.worker.backend
         if at is None or not (backend and backend.reads_ahead) \
                 or not suggestions_allowed(self.settings, at.path, at.language, invoked=True):
             return
         log.debug("didFocus at %s:%d:%d", at.path, line, character)
-        others = self.other_documents(uri, at.prefix[-RELATED_BY_CHARS:], self.settings)
+        others = self.context.other_documents(uri, at.prefix[-RELATED_BY_CHARS:], self.settings)
         self.worker.read_ahead(at.prefix, at.suffix, at.path, self.settings, others)
 
     def tell(self, message: str, kind: types.MessageType = types.MessageType.Error) -> None:
@@ -151,17 +103,15 @@ class SpecfillServer(LanguageServer):
 
     def end(self) -> None:
         """The session ends (shutdown, or its connection closed): its model is let go."""
-        if self.index is not None:
-            self.index.stop()
-            self.index = None
-        self.engines.sessions.discard(self)
-        self.engines.release(self)
+        self.context.update_index([])
+        self.pool.sessions.discard(self)
+        self.pool.release(self)
         log.removeHandler(self.log_handler)
 
     async def reload(self) -> None:
         """Load the model in the background (or take the one another session loaded), with
         work-done progress when the client has it; requests meanwhile get an empty answer."""
-        self.worker, load = self.engines.take(self, self.settings)  # says "loading" from now on
+        self.worker, load = self.pool.take(self, self.settings)  # says "loading" from now on
         self.pipeline.worker = self.worker
         loading = asyncio.wrap_future(load)
         token = None
@@ -248,27 +198,25 @@ def on_folders(ls: SpecfillServer, params: types.DidChangeWorkspaceFoldersParams
 @_feature(types.TEXT_DOCUMENT_DID_OPEN)
 def did_open(ls: SpecfillServer, params: types.DidOpenTextDocumentParams) -> None:
     """Remember when a document was last touched (context from other open files)."""
-    ls.recent[params.text_document.uri] = time.monotonic()
-    ls.note_edit(params.text_document.uri, 0)
+    ls.context.touched(params.text_document.uri, 0)
 
 
 @_feature(types.TEXT_DOCUMENT_DID_CHANGE)
 def did_change(ls: SpecfillServer, params: types.DidChangeTextDocumentParams) -> None:
     """Remember when and where a document was last edited (context for other documents)."""
-    ls.recent[params.text_document.uri] = time.monotonic()
     first = params.content_changes[0] if params.content_changes else None
     line = first.range.start.line if isinstance(first, types.TextDocumentContentChangePartial) else 0
-    ls.note_edit(params.text_document.uri, line)
+    ls.context.touched(params.text_document.uri, line)
 
 
 @_feature(types.TEXT_DOCUMENT_DID_CLOSE)
 def did_close(ls: SpecfillServer, params: types.DidCloseTextDocumentParams) -> None:
     """Forget a closed document and its cached suggestion."""
-    ls.recent.pop(params.text_document.uri, None)
+    ls.context.forget(params.text_document.uri)
     ls.pipeline.cache.drop(params.text_document.uri)
 
 
-def _position(ls: SpecfillServer, uri: str, pos: types.Position) -> Position | None:
+def _place(ls: SpecfillServer, uri: str, pos: types.Position) -> Place | None:
     doc = ls.workspace.text_documents.get(uri)
     if doc is None:
         return None
@@ -285,7 +233,7 @@ def _position(ls: SpecfillServer, uri: str, pos: types.Position) -> Position | N
             return None
         offset = doc.offset_at_position(pos)
     source = doc.source
-    return Position(uri, doc.path or uri, source[:offset], source[offset:], doc.language_id or "")
+    return Place(uri, doc.path or uri, source[:offset], source[offset:], doc.language_id or "")
 
 
 def _replaced(pos: types.Position, suggestion: Suggestion) -> types.Range:
@@ -293,7 +241,7 @@ def _replaced(pos: types.Position, suggestion: Suggestion) -> types.Range:
     return types.Range(start=pos, end=types.Position(line=pos.line, character=pos.character + suggestion.replace_chars))
 
 
-def _accept_command(at: Position, suggestion: Suggestion) -> types.Command:
+def _accept_command(at: Place, suggestion: Suggestion) -> types.Command:
     return types.Command(title="specfill: accepted", command=ACCEPT_COMMAND,
                          arguments=[{"uri": at.uri, "length": len(suggestion.text)}])
 
@@ -301,7 +249,7 @@ def _accept_command(at: Position, suggestion: Suggestion) -> types.Command:
 @_feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
 async def inline_completion(ls: SpecfillServer, params: types.InlineCompletionParams) -> types.InlineCompletionList:
     """Complete at the cursor; unknown documents and bad positions get an empty list."""
-    at = _position(ls, params.text_document.uri, params.position)
+    at = _place(ls, params.text_document.uri, params.position)
     if at is None:
         return types.InlineCompletionList(items=[])
     invoked = params.context.trigger_kind == types.InlineCompletionTriggerKind.Invoked
@@ -322,7 +270,7 @@ async def completion(ls: SpecfillServer, params: types.CompletionParams) -> type
     caps = ls.client_capabilities.text_document
     if caps is not None and caps.inline_completion is not None:
         return types.CompletionList(is_incomplete=False, items=[])
-    at = _position(ls, params.text_document.uri, params.position)
+    at = _place(ls, params.text_document.uri, params.position)
     suggestion = await ls.pipeline.suggest(at, ls.settings, True, ls.tell) if at else None
     if at is None or suggestion is None:
         return types.CompletionList(is_incomplete=True, items=[])
@@ -377,17 +325,17 @@ def stats(ls: SpecfillServer, params) -> dict:
     """Counts, latency percentiles, speculation figures and the loaded build."""
     return ls.pipeline.stats.report({
         **ls.worker.stats(), "build": build_info(), "speculation": ls.settings.speculation.method,
-        "shared": ls.engines.shared, "sessions": sum(1 for s in ls.engines.sessions if s.client_name),
-        "time": time.time(), "threads": threading.active_count(), "context_chunks": len(ls.chunks),
-        "workspace": {"roots": [str(r) for r in ls.index.roots], "files": len(ls.index.files),
-                      "scanned": ls.index.ready.is_set()} if ls.index else None,
+        "shared": ls.pool.shared, "sessions": sum(1 for s in ls.pool.sessions if s.client_name),
+        "time": time.time(), "threads": threading.active_count(), "context_chunks": len(ls.context.chunks),
+        "workspace": {"roots": [str(r) for r in index.roots], "files": len(index.files),
+                      "scanned": index.ready.is_set()} if (index := ls.context.index) else None,
     })
 
 
 @_feature("specfill/sharedStatus")
 def shared_status(ls: SpecfillServer, params) -> dict:
     """The server's pid, build, sessions and models (`specfill status`)."""
-    return report(ls.engines, __version__, build_info()["build"])
+    return ls.pool.status(__version__, build_info()["build"])
 
 
 @_feature("specfill/document")
@@ -403,9 +351,9 @@ def on_shutdown(ls: SpecfillServer, params: None) -> None:
     ls.end()
 
 
-def create_server(engines: EnginePool | None = None) -> SpecfillServer:
+def create_server(pool: WorkerPool | None = None) -> SpecfillServer:
     """A session with every handler; the shared server makes one per connection."""
-    ls = SpecfillServer(engines)
+    ls = SpecfillServer(pool)
     for method, options, fn in _FEATURES:
         ls.feature(method, options)(fn)
     ls.command(ACCEPT_COMMAND)(accept_command)

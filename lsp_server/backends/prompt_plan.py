@@ -16,15 +16,16 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from lsp_server.engines import Request
+from lsp_server.backends.backend import Request
 from lsp_server.postprocess import wants_single_line
 from prompts import FAMILIES, ContextFile, PromptError, build_prompt, prompt_tokens
 from prompts.excerpt import nearest_lines, other_files_excerpt, prefix_excerpt, suffix_excerpt
 from prompts.heal import heal_last_tokens, heal_split
 from speculative.cost_model import ReadRate
 from speculative.decode import clamp_max_tokens
-from speculative.engine import FULL, SHORT, SHORT_SEQS, common_prefix
+from speculative.engine import common_prefix
 from speculative.heal import Heal, PieceIndex
+from speculative.seqs import FULL, SHORT, SHORT_SEQS
 from speculative.vocab import Vocab
 
 READ_CHUNK = 32  # tokens a background read evaluates between looks at waiting requests (one ubatch)

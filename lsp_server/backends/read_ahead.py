@@ -13,7 +13,7 @@ import threading
 from collections.abc import Sequence
 
 
-class YieldFlag:
+class ReadCancel:
     """A read's stop condition, as the engine asks it between chunks (`is_set`)."""
 
     def __init__(self, schedule: ReadAhead, focus: int) -> None:
@@ -53,9 +53,9 @@ class ReadAhead:
         self.focus += 1
         return self.focus
 
-    def yield_flag(self, focus: int | None = None) -> YieldFlag:
+    def read_cancel(self, focus: int | None = None) -> ReadCancel:
         """The stop condition of a read for the cursor's place now (or a didFocus's)."""
-        return YieldFlag(self, self.focus if focus is None else focus)
+        return ReadCancel(self, self.focus if focus is None else focus)
 
     def want(self, tokens: Sequence[int] | None) -> None:
         """The full prompt to read next while idle; None: nothing (the current one was read)."""

@@ -19,11 +19,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from lsp_server.cache import Entry, TypeThroughCache
-from lsp_server.controls import refusal, suggestions_allowed
 from lsp_server.postprocess import Suggestion, for_cursor
+from lsp_server.session.cache import Entry, TypeThroughCache
+from lsp_server.session.controls import refusal, suggestions_allowed
+from lsp_server.session.stats import Stats
 from lsp_server.settings import Settings
-from lsp_server.stats import Stats
 
 log = logging.getLogger("specfill")
 RELATED_BY_CHARS = 600  # text before the cursor that picks related workspace files
@@ -31,12 +31,15 @@ PARTIAL_MS = 20  # after the first text, answer with what there is rather than w
 
 
 @dataclass(frozen=True)
-class Position:
+class Place:
+    """The place being completed: its document, and the text before and after the cursor."""
+
     uri: str
     path: str
     prefix: str
     suffix: str
     language: str = ""  # the document's language id
+
 
 def first_complete_line(text: str) -> str | None:
     """Text up to the end of its first non-blank complete line, or None if there is none yet."""
@@ -83,7 +86,7 @@ class Pipeline:
         self.stats.accepted += 1
         self.stats.accepted_chars += max(0, length)
 
-    async def suggest(self, at: Position, settings: Settings, invoked: bool,
+    async def suggest(self, at: Place, settings: Settings, invoked: bool,
                       tell: Callable[[str], None]) -> Suggestion | None:
         return await self._counted(self._suggest(at, settings, invoked, tell))
 
@@ -99,7 +102,7 @@ class Pipeline:
         finally:
             self.stats.latency_ms.append((time.perf_counter() - t0) * 1000)
 
-    def _finish(self, at: Position, text: str, settings: Settings) -> Suggestion | None:
+    def _finish(self, at: Place, text: str, settings: Settings) -> Suggestion | None:
         s = for_cursor(text, at.prefix, at.suffix, at.path, settings.completion.multiline)
         return s if s.text else None
 
@@ -108,7 +111,7 @@ class Pipeline:
         self.cache = TypeThroughCache()
         self._inflight.clear()  # running generations finish, but no new request joins them
 
-    async def _suggest(self, at: Position, settings: Settings, invoked: bool,
+    async def _suggest(self, at: Place, settings: Settings, invoked: bool,
                        tell: Callable[[str], None]) -> Suggestion | None:
         if (why := refusal(settings, at.path, at.language, invoked)) is not None:
             log.debug("nothing asked at %s: %s", at.path, why)
@@ -132,13 +135,13 @@ class Pipeline:
         flight = self._start(at, settings, tell)
         return await self._answer(flight, at, settings, at.prefix)
 
-    async def suggest_candidates(self, at: Position, settings: Settings,
+    async def suggest_candidates(self, at: Place, settings: Settings,
                                  tell: Callable[[str], None]) -> list[Suggestion]:
         """An explicit request: the greedy suggestion, then up to completion.candidates - 1
         others branched from its first token's alternatives; distinct, best first."""
         return await self._counted(self._candidates(at, settings, tell))
 
-    async def _candidates(self, at: Position, settings: Settings, tell: Callable[[str], None]) -> list[Suggestion]:
+    async def _candidates(self, at: Place, settings: Settings, tell: Callable[[str], None]) -> list[Suggestion]:
         if not suggestions_allowed(settings, at.path, at.language, True) or not self.worker.ready:
             return []
         self._latest[at.uri] = self._latest.get(at.uri, 0) + 1
@@ -157,7 +160,7 @@ class Pipeline:
                 out.append(s)
         return out
 
-    def _start(self, at: Position, settings: Settings, tell: Callable[[str], None],
+    def _start(self, at: Place, settings: Settings, tell: Callable[[str], None],
                candidates: int = 1) -> Inflight:
         loop = asyncio.get_running_loop()
         cancel = threading.Event()
@@ -185,14 +188,7 @@ class Pipeline:
                 del self._inflight[at.uri]
             if f.cancelled() or f.exception() is not None:
                 if not f.cancelled():
-                    self.stats.errors += 1
-                    exc = f.exception()
-                    message = f"completion failed: {exc}"
-                    log.error("%s", message)
-                    log.debug("completion failed at %s", at.path, exc_info=exc)
-                    if message != self._told:  # an engine that is down fails every keystroke: say it once
-                        tell(message)
-                    self._told = message
+                    self._failed(f.exception(), at, tell)
                 self.cache.drop(at.uri)
                 return
             self._told = None
@@ -209,7 +205,16 @@ class Pipeline:
         future.add_done_callback(done)
         return flight
 
-    def _after_accept(self, at: Position, entry: Entry, settings: Settings) -> None:
+    def _failed(self, exc: BaseException | None, at: Place, tell: Callable[[str], None]) -> None:
+        self.stats.errors += 1
+        message = f"completion failed: {exc}"
+        log.error("%s", message)
+        log.debug("completion failed at %s", at.path, exc_info=exc)
+        if message != self._told:  # an engine that is down fails every keystroke: say it once
+            tell(message)
+        self._told = message
+
+    def _after_accept(self, at: Place, entry: Entry, settings: Settings) -> None:
         """Generate what follows the shown suggestion as if it were accepted, into its cache
         entry; any request stops it at the next step (the worker's supersede)."""
         shown = self._finish(at, entry.text, settings)
@@ -233,7 +238,7 @@ class Pipeline:
         self.worker.complete(accepted, at.suffix, at.path, settings, threading.Event(), on_text,
                              others, owner=self, background=True).add_done_callback(done)
 
-    async def _answer(self, flight: Inflight, at: Position, settings: Settings, since: str) -> Suggestion | None:
+    async def _answer(self, flight: Inflight, at: Place, settings: Settings, since: str) -> Suggestion | None:
         """Wait for the flight's first line (or its end) and shape it for a request at `at`."""
         waiter = asyncio.ensure_future(flight.first_line.wait())
         flight.waiters += 1

@@ -17,9 +17,9 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from lsp_server.engines import Completion, CompletionEngine, Request
-from lsp_server.local import LocalEngine
-from lsp_server.read_ahead import ReadAhead
+from lsp_server.backends.backend import Backend, Completion, Request
+from lsp_server.backends.local import LocalBackend
+from lsp_server.backends.read_ahead import ReadAhead
 from lsp_server.settings import Settings
 from prompts import ContextFile
 from speculative.build_info import build_info
@@ -28,6 +28,20 @@ log = logging.getLogger("specfill")
 # A session whose last keystroke is this recent is typing: its next one is likely to come while
 # another session's prompt is read, and would wait for all of it.
 TYPING_S = 0.5
+
+
+def open_backend(settings: Settings, schedule: ReadAhead, warnings: list[str]) -> Backend:
+    """The local model, or the remote engine the settings name."""
+    if not settings.model.remote.url:
+        return LocalBackend.open(settings, schedule, schedule.closing, warnings)
+    from lsp_server.backends.remote import RemoteBackend, RemoteError  # httpx's memory only for a remote engine
+
+    remote = RemoteBackend(settings)
+    try:  # one that does not answer yet still gets the requests (it may be starting)
+        remote.remote.probe()
+    except RemoteError as exc:
+        warnings.append(f"remote engine not answering yet: {exc}")
+    return remote
 
 
 class ModelWorker:
@@ -41,7 +55,7 @@ class ModelWorker:
         self._yielding_lock = threading.Lock()  # the model thread drops finished work from it
         self._queued = 0  # requests submitted and not started (under _yielding_lock)
         self.schedule = ReadAhead()
-        self.backend: CompletionEngine | None = None
+        self.backend: Backend | None = None
         self.loaded = ""  # the model asked for (a path, or the remote engine), once it serves
         self.error: str | None = None
         self.warning: str | None = None  # a problem that still lets the model serve
@@ -50,9 +64,9 @@ class ModelWorker:
         self._wanted_key: tuple | None = None  # of the latest load asked for
 
     @property
-    def local(self) -> LocalEngine | None:
+    def local(self) -> LocalBackend | None:
         """The local engine, when that is what serves (tests and the stats look inside it)."""
-        return self.backend if isinstance(self.backend, LocalEngine) else None
+        return self.backend if isinstance(self.backend, LocalBackend) else None
 
     @property
     def family(self) -> str:
@@ -94,7 +108,7 @@ class ModelWorker:
         with self._loads_lock:
             self._loads += 1
         self._wanted_key = self.key(settings)
-        self._interrupt(everything=True)
+        self._cancel_for(everything=True)
         future = self._pool.submit(self._load, settings)
         future.add_done_callback(self._loaded)
         return future
@@ -109,7 +123,7 @@ class ModelWorker:
         self._close()
         t0, warnings = time.perf_counter(), list[str]()
         try:
-            self.backend = self._open(settings, warnings)
+            self.backend = open_backend(settings, self.schedule, warnings)
         except Exception as exc:
             self.error = str(exc)
             log.error("%s: %s", "remote engine not usable" if settings.model.remote.url else "model not loaded", exc)
@@ -127,18 +141,6 @@ class ModelWorker:
         self.loaded = self.backend.describe
         return self.loaded
 
-    def _open(self, settings: Settings, warnings: list[str]) -> CompletionEngine:
-        if not settings.model.remote.url:
-            return LocalEngine.open(settings, self.schedule, self.schedule.closing, warnings)
-        from lsp_server.remote import RemoteCompletion, RemoteError  # httpx's memory only for a remote engine
-
-        remote = RemoteCompletion(settings)
-        try:  # one that does not answer yet still gets the requests (it may be starting)
-            remote.remote.probe()
-        except RemoteError as exc:
-            warnings.append(f"remote engine not answering yet: {exc}")
-        return remote
-
     def _close(self) -> None:
         if self.backend is not None:
             self.backend.close()
@@ -146,7 +148,7 @@ class ModelWorker:
         self.schedule.want(None)
 
     # -- requests ---------------------------------------------------------------------
-    def _interrupt(self, owner: object = None, everything: bool = False) -> None:
+    def _cancel_for(self, owner: object = None, everything: bool = False) -> None:
         """What should give way to the work this is called for ends at its next step: the
         owner's running request, everyone's background work, a background read."""
         self.schedule.submit()
@@ -161,7 +163,7 @@ class ModelWorker:
         if everything:
             self._latest.clear()
         if self.backend is not None:
-            self.backend.interrupt()
+            self.backend.cancel_background()
 
     def yield_to_requests(self, cancel: threading.Event) -> None:
         """Work the user no longer waits for (the rest of an answered suggestion): any
@@ -181,9 +183,9 @@ class ModelWorker:
         Background work (an after-accept generation) yields to any request. While another
         session types, the request reads less of its prompt before answering (prompt_plan)."""
         if not background:
-            with self._yielding_lock:  # before the interrupt: yield_to_requests sees one or the other
+            with self._yielding_lock:  # before the cancel: yield_to_requests sees one or the other
                 self._queued += 1
-        self._interrupt(owner)
+        self._cancel_for(owner)
         cancel = cancel or threading.Event()
         typing = False
         if background:
@@ -219,7 +221,7 @@ class ModelWorker:
         """The cursor rests here: read this place's full prompt while idle (specfill/didFocus)."""
         focus = self.schedule.moved()  # a read of the place the cursor left ends now
         if self.backend is not None:
-            self.backend.interrupt()
+            self.backend.cancel_background()
         req = Request(prefix, suffix, path, settings, threading.Event(), None, others)
         self._pool.submit(self._focus, req, focus)
 
@@ -253,7 +255,7 @@ class ModelWorker:
     def stop(self) -> None:
         """Ask the running work to end at its next step; does not wait."""
         self.schedule.closing.set()
-        self._interrupt(everything=True)
+        self._cancel_for(everything=True)
 
     def shutdown(self) -> None:
         self.stop()

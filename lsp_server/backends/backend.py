@@ -1,8 +1,8 @@
 """What the worker asks of a completion engine, local or remote, and what it gets back.
 
 The worker runs one engine at a time on its model thread and calls it through
-`CompletionEngine` without asking which kind it is: `local.LocalEngine` (the model in this
-process, with specfill's prompts, healing and speculation) or `remote.RemoteCompletion` (a
+`Backend` without asking which kind it is: `local.LocalBackend` (the model in this
+process, with specfill's prompts, healing and speculation) or `remote.RemoteBackend` (a
 serving engine). A third backend implements the same few methods.
 """
 
@@ -47,7 +47,7 @@ class Completion(GenerationResult):
         return cls(**vars(result), **server_fields)
 
 
-class CompletionEngine(Protocol):
+class Backend(Protocol):
     """A backend the worker completes with; every method runs on the model thread."""
 
     family: str  # the prompt family, or the remote kind, for the stats and the log
@@ -58,7 +58,7 @@ class CompletionEngine(Protocol):
         """Answer `req`; None when there is nothing to answer from (cancelled, no prompt)."""
         ...
 
-    def interrupt(self) -> None:
+    def cancel_background(self) -> None:
         """Whatever runs in the background stops now (from any thread)."""
         ...
 

@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from lsp_server.engines import Completion
+from lsp_server.backends.backend import Completion
 
 LATENCIES_KEPT = 1000  # latencies kept for percentiles: recent behaviour, bounded memory
 COLD_TOKENS = 64  # a generation that had more of its prompt to read than this was a cold one
