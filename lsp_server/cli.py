@@ -125,6 +125,30 @@ def _measure_costs(path, weights: str, build: str):
     return costs, loaded
 
 
+def _check_draft(target: Path, draft_arg: str, weights: str, build: str, costs) -> dict:
+    """The draft model beside the target: its vocabulary checked against the target's (a clear
+    error when it differs) and, with the target's costs, its step measured against theirs."""
+    from speculative.convert import weights_path
+    from speculative.drafters import check_same_vocab
+    from speculative.model_file import resolve_model_path
+    from speculative.vocab import Vocab
+
+    draft = resolve_model_path(draft_arg)
+    a, b = Vocab.load(target), Vocab.load(draft)
+    a.path, b.path = target, draft  # type: ignore[attr-defined]  # what the error names
+    try:
+        check_same_vocab(a, b)
+    finally:
+        a.close()
+        b.close()
+    info: dict[str, Any] = {"draft_model": str(draft), "draft_weights": str(weights_path(draft, weights))}
+    if costs is not None:
+        draft_costs, _ = _measure_costs(draft, weights, build)
+        info["draft_step_ms"] = round(draft_costs.cost(1), 2)
+        info["draft_step_of_target"] = round(draft_costs.cost(1) / costs.cost(1), 3)
+    return info
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     """What an install and an editor's health check need: the version, the llama.cpp build, the
     model file and the weights loaded for it (converted here, once, when the setting asks)."""
@@ -153,6 +177,12 @@ def cmd_check(args: argparse.Namespace) -> int:
             return 2
         info["weights"] = str(loaded)
         info["verify_costs"] = "measured" if costs.measured else "cached"
+    try:
+        if args.draft_model:
+            info.update(_check_draft(path, args.draft_model, args.weights, build["build"], costs))
+    except ModelError as exc:
+        print(f"specfill: {exc}", file=sys.stderr)
+        return 2
     if args.json:
         print(json.dumps(info))
         return 0
@@ -162,6 +192,10 @@ def cmd_check(args: argparse.Namespace) -> int:
           + f", extra buffers {'+'.join(info['extra_buffers']) or 'none'}")
     if costs is not None:
         print(f"verify costs {info['verify_costs']} ({costs.not_saved or 'cached for the server'})")
+    if args.draft_model:
+        print(f"draft model {info['draft_model']}: same vocabulary" + (
+            f", a step {info['draft_step_ms']} ms = {info['draft_step_of_target']:.2f} of the target's"
+            if "draft_step_ms" in info else ""))
     return 0
 
 
@@ -210,6 +244,8 @@ def _add_runtime_commands(sub) -> None:
     p.add_argument("--json", action="store_true", help="one JSON object")
     p.add_argument("--costs", action="store_true",
                    help="also measure (once) and cache the verify costs the server needs at its first start")
+    p.add_argument("--draft-model", help="a draft model (model.draftPath): its vocabulary checked against the "
+                                         "model's; with --costs its step measured against the model's")
     p.set_defaults(func=cmd_check)
     p = sub.add_parser("schema", help="print the settings schema as JSON; --write regenerates the editors' copies")
     p.add_argument("--write", action="store_true", help="regenerate the copies in a source checkout (--root)")

@@ -261,6 +261,8 @@ class DraftModel:
         self.acceptance = Acceptance({"model": 0.5})
         self.ms_per_token = draft_costs.cost(1)  # one draft step, refined as drafts are timed
         self.prompt_ms = 0.0  # reading the prompts into its own context, ever
+        self.drafts = self.drafted = self.accepted = 0
+        self.source = str(engine.path)  # the file the user named, when the engine loads a converted copy
 
     def begin(self, extra: Sequence[Sequence[int]] = (), *, prompt: Sequence[int] = ()) -> None:
         """Read the prompt now, from what its context holds: a draft step then costs one token
@@ -291,6 +293,19 @@ class DraftModel:
 
     def feedback(self, draft: Draft, accepted: int) -> None:
         self.acceptance.update(draft.bucket, len(draft.tokens), accepted)
+        self.drafts, self.drafted, self.accepted = self.drafts + 1, self.drafted + len(draft.tokens), \
+            self.accepted + accepted
+
+    def stats(self, costs: CostModel) -> dict:
+        """Its acceptance, step cost and the speed-up its drafts bring by the target's cost table
+        (tokens a verify step yields over what they cost, against one plain step a token)."""
+        k = self.drafted / self.drafts if self.drafts else 0.0
+        yielded = 1 + self.accepted / self.drafts if self.drafts else 1.0
+        step_ms = costs.cost(round(k) + 1) + k * self.ms_per_token
+        return {"model": self.source, "drafts": self.drafts, "drafted": self.drafted,
+                "accepted": self.accepted, "acceptance": self.accepted / self.drafted if self.drafted else None,
+                "ms_per_token": round(self.ms_per_token, 2), "prompt_ms": round(self.prompt_ms),
+                "speedup": round(yielded * costs.cost(1) / step_ms, 2) if self.drafts else None}
 
 
 class Auto:

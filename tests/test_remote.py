@@ -143,9 +143,9 @@ def test_bad_urls_are_named():
 def test_llama_server_without_fim_tokens_falls_back_to_completion(model_path, tmp_path, engine):
     """SmolLM2 has no FIM tokens, so llama-server refuses /infill; specfill then spells the
     prompt itself and streams /completion. Its one slot is free again once a stream closes."""
-    engine = llama_server(model_path, tmp_path)
+    served = llama_server(model_path, tmp_path)
     try:
-        r = remote(engine.url, kind="llama-server")
+        r = remote(served.url, kind="llama-server")
         assert "ok" in r.probe()
         seen: list[str] = []
         result = generate(r, on_text=seen.append)
@@ -164,7 +164,7 @@ def test_llama_server_without_fim_tokens_falls_back_to_completion(model_path, tm
         assert generate(r, max_tokens=8).text
         assert time.monotonic() - t1 < 10, "the slot was still generating for the closed stream"
     finally:
-        engine.kill()
+        served.kill()
 
 
 def test_llama_server_infill_with_fim_tokens(model_path, tmp_path):

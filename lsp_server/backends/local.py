@@ -60,9 +60,12 @@ def open_draft(settings: Settings, target: Engine, stop: threading.Event, warnin
         return None
     engine = None
     try:
-        engine = Engine(resolve_model_path(m.draft_path), n_ctx=m.n_ctx, n_threads=m.threads or None)
+        source = resolve_model_path(m.draft_path)
+        engine = Engine(weights_path(source, m.weights), n_ctx=m.n_ctx, n_threads=m.threads or None)  # as the target's
         costs = load_cost_model(engine, engine.n_threads, build_info()["build"], stop=stop)
-        return DraftModel(engine, target, costs)
+        draft = DraftModel(engine, target, costs)
+        draft.source = str(source)  # what the user set, for the stats
+        return draft
     except (ModelError, OSError) as exc:
         if engine is not None:
             engine.close()
@@ -238,7 +241,8 @@ class LocalBackend:
 
     def stats(self) -> dict:
         e = self.engine
-        return {"draft_model": str(self.draft.engine.path) if self.draft else None, "decode_steps": e.decode_steps,
+        return {"draft_model": self.draft.source if self.draft else None,
+                "draft": self.draft.stats(self.costs) if self.draft else None, "decode_steps": e.decode_steps,
                 "model_file": self.model_file, "extra_buffers": list(e.buffer_types),
                 "prompt_tok_s": self.prompt_tok_s(), "read_ahead_tokens": self.read_ahead_tokens,
                 "decode_threads": e.threads_now,
