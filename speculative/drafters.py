@@ -19,6 +19,7 @@ from speculative.cost_model import MAX_VERIFY, CostModel
 from speculative.errors import ModelError
 
 MAX_NGRAM = 32  # match lengths counted up to this
+PROBES, PROBE_P, PROBE_TOKENS = 8, 0.9, 4  # a draft model's first steps: tried optimistically, then measured
 
 
 @dataclass
@@ -277,6 +278,10 @@ class DraftModel:
 
     def propose(self, seq: np.ndarray, k_cap: int, costs: CostModel) -> Draft | None:
         p = self.acceptance.p("model")
+        if self.acceptance.steps < PROBES:
+            # A draft never tried would never be measured: its first steps are priced as if it
+            # were as good as a draft of the same family can be, a few tokens at most.
+            p, k_cap = max(p, PROBE_P), min(k_cap, PROBE_TOKENS)
         k = costs.choose([p] * k_cap, self.ms_per_token, depth=len(seq))
         if k == 0 or len(seq) + k >= self.engine.n_ctx:
             return None

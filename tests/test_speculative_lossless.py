@@ -177,3 +177,22 @@ def test_models_that_want_bos_get_it_and_an_empty_file_is_a_prompt(engine, gemma
         assert engine.bos_for_prompt() is None  # SmolLM2 is trained without one
     finally:
         gemma.close()
+
+
+def test_a_new_draft_model_is_tried_before_it_is_judged(engine, model_path):
+    """At the prior alone a cheap draft never pays, so it would never be measured: its first
+    steps are tried as a good draft of the family would be, then its measured acceptance rules."""
+    from speculative.drafters import PROBES
+
+    costs = CostModel({1: 10.0, 2: 14.0, 4: 22.0, 8: 38.0, 32: 140.0})  # a verified row: 0.4 of a step
+    draft = DraftModel(Engine(model_path, n_ctx=512), engine, CostModel({1: 2.0}))  # a fifth of a step
+    try:
+        seq = np.array(engine.tokenize("def mean(values):\n    return sum(values) / len("), dtype=np.int32)
+        assert costs.choose([draft.acceptance.p("model")] * 4, draft.ms_per_token) == 0
+        first = draft.propose(seq, 16, costs)
+        assert first is not None and 1 <= len(first.tokens) <= 4
+        for _ in range(PROBES):
+            draft.feedback(Draft(first.tokens, "model"), 0)  # every draft rejected
+        assert draft.propose(seq, 16, costs) is None
+    finally:
+        draft.engine.close()
