@@ -116,18 +116,25 @@ def _finish(writer: gguf.GGUFWriter, out: Path) -> Path:
     return out
 
 
+def _paths(source: Path | None, tag: str) -> tuple[Path, Path]:
+    """The source (default: the embedded model as the server loads it) and where its `tag`
+    variant is cached."""
+    source = source or _source()
+    out = regime_dir() / f"{source.stem}.{tag}.gguf"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return source, out
+
+
 def _get(reader: gguf.GGUFReader, key: str) -> int:
     return int(reader.fields[key].contents())
 
 
 def twin(factor: float, source: Path | None = None) -> Path:
-    """The source (a llama-architecture GGUF) with attention-free, zero-output FFN layers in
-    front, to `factor` times its weight bytes."""
-    source = source or _source()
-    out = regime_dir() / f"{source.stem}.twin{factor:g}.gguf"
+    """The source (a llama-architecture GGUF) with attention-free, zero-output FFN layers after
+    its first, to `factor` times its weight bytes."""
+    source, out = _paths(source, f"twin{factor:g}")
     if out.exists():
         return out
-    out.parent.mkdir(parents=True, exist_ok=True)
     reader = gguf.GGUFReader(source)
     n_layer, n_embd = _get(reader, "llama.block_count"), _get(reader, "llama.embedding_length")
     n_ff, n_head, n_kv = (_get(reader, f"llama.{k}") for k in
@@ -160,11 +167,9 @@ def twin(factor: float, source: Path | None = None) -> Path:
 
 def truncated(keep: int, source: Path | None = None) -> Path:
     """The source's first `keep` layers, then its output norm and head."""
-    source = source or _source()
-    out = regime_dir() / f"{source.stem}.trunc{keep}.gguf"
+    source, out = _paths(source, f"trunc{keep}")
     if out.exists():
         return out
-    out.parent.mkdir(parents=True, exist_ok=True)
     reader = gguf.GGUFReader(source)
     arch = str(reader.fields["general.architecture"].contents())
     if not 0 < keep <= _get(reader, f"{arch}.block_count"):
