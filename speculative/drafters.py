@@ -256,14 +256,14 @@ class DraftModel:
 
     name = "draft"
 
-    def __init__(self, engine, target, draft_costs: CostModel) -> None:
+    def __init__(self, engine, target, draft_costs: CostModel, source: str | None = None) -> None:
         check_same_vocab(target, engine)
         self.engine = engine
         self.acceptance = Acceptance({"model": 0.5})
         self.ms_per_token = draft_costs.cost(1)  # one draft step, refined as drafts are timed
         self.prompt_ms = 0.0  # reading the prompts into its own context, ever
         self.drafts = self.drafted = self.accepted = 0
-        self.source = str(engine.path)  # the file the user named, when the engine loads a converted copy
+        self.source = source or str(engine.path)  # the file the user named, when the engine loads a converted copy
 
     def begin(self, extra: Sequence[Sequence[int]] = (), *, prompt: Sequence[int] = ()) -> None:
         """Read the prompt now, from what its context holds: a draft step then costs one token

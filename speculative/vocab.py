@@ -23,6 +23,8 @@ MEMO_TEXTS = 32
 
 
 class Vocab:
+    path: Path  # the GGUF file (set by load, and by Engine)
+
     def __init__(self, model) -> None:
         self._vocab = llama_cpp.llama_model_get_vocab(model)
         self._meta_model = model
@@ -41,6 +43,7 @@ class Vocab:
             raise ModelError(f"llama.cpp could not read the vocabulary of {path}")
         vocab = cls(model)
         vocab._owned = model
+        vocab.path = Path(path)  # what errors name, as an Engine's
         return vocab
 
     def close(self) -> None:

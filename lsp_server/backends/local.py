@@ -61,11 +61,9 @@ def open_draft(settings: Settings, target: Engine, stop: threading.Event, warnin
     engine = None
     try:
         source = resolve_model_path(m.draft_path)
-        engine = Engine(weights_path(source, m.weights), n_ctx=m.n_ctx, n_threads=m.threads or None)  # as the target's
+        engine, _ = open_engine(source, m.weights, m.n_ctx, m.threads or None, warnings)  # weights as the target's
         costs = load_cost_model(engine, engine.n_threads, build_info()["build"], stop=stop)
-        draft = DraftModel(engine, target, costs)
-        draft.source = str(source)  # what the user set, for the stats
-        return draft
+        return DraftModel(engine, target, costs, source=str(source))
     except (ModelError, OSError) as exc:
         if engine is not None:
             engine.close()
