@@ -1,4 +1,4 @@
-"""The `specfill` command: serve, attach, complete, check, schema; the benches and the demo
+"""The `specfill` command: serve, attach, complete, check, schema, model; the benches and the demo
 register their own commands (entry point group `specfill.commands`, `bench/cli.py`)."""
 
 from __future__ import annotations
@@ -128,12 +128,12 @@ def _measure_costs(path, weights: str, build: str):
 def _check_draft(target: Path, draft_arg: str, weights: str, build: str, costs) -> dict:
     """The draft model beside the target: its vocabulary checked against the target's (a clear
     error when it differs) and, with the target's costs, its step measured against theirs."""
+    from lsp_server.models.catalog import model_path
     from speculative.convert import weights_path
     from speculative.drafters import check_same_vocab
-    from speculative.model_file import resolve_model_path
     from speculative.vocab import Vocab
 
-    draft = resolve_model_path(draft_arg)
+    draft = model_path(draft_arg)
     a, b = Vocab.load(target), Vocab.load(draft)
     try:
         check_same_vocab(a, b)
@@ -152,13 +152,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     """What an install and an editor's health check need: the version, the llama.cpp build, the
     model file and the weights loaded for it (converted here, once, when the setting asks)."""
     from lsp_server import __version__
+    from lsp_server.models.catalog import model_path
     from speculative.build_info import build_info
     from speculative.convert import weights_path
     from speculative.cpu_buffers import extra_buffer_types
-    from speculative.model_file import ModelError, resolve_model_path
+    from speculative.model_file import ModelError
 
     try:
-        path = resolve_model_path(args.model or "")
+        path = model_path(args.model or "")
         weights = weights_path(path, args.weights)
     except ModelError as exc:
         print(f"specfill: {exc}", file=sys.stderr)
@@ -250,6 +251,9 @@ def _add_runtime_commands(sub) -> None:
     p.add_argument("--write", action="store_true", help="regenerate the copies in a source checkout (--root)")
     p.add_argument("--root", default=".", help="the specfill source checkout (default: the current folder)")
     p.set_defaults(func=cmd_schema)
+    from lsp_server.models.commands import register as model_commands
+
+    model_commands(sub)
 
 
 def _add_shared_commands(sub) -> None:

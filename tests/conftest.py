@@ -7,6 +7,9 @@ from speculative import Engine, resolve_model_path
 
 # Hermetic: cost tables profiled by tests (and servers they start) go to a fresh folder.
 os.environ.setdefault("SPECFILL_CACHE_DIR", tempfile.mkdtemp(prefix="specfill-test-cache-"))
+# No request leaves the machine: a hub request nobody pointed at a test hub meets a closed port.
+os.environ["HF_ENDPOINT"] = "http://127.0.0.1:9"
+os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 
 
 @pytest.fixture(scope="session")

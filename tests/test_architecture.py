@@ -20,6 +20,8 @@ FORBIDDEN = {
     "lsp_server.session": ("bench", "lsp_server.shared", "lsp_server.cli"),
     "lsp_server.shared": ("bench", "lsp_server.cli"),
     "lsp_server": ("bench",),
+    # The model list and downloads: the backends find pulled files through it, it knows no subsystem.
+    "lsp_server.models": LEAVES,
     # The pure modules at lsp_server's top: every subsystem imports them, they import none.
     **{f"lsp_server.{m}": LEAVES for m in ("settings", "schema_export", "postprocess", "words")},
     "speculative": ("bench", "lsp_server", "prompts"),

@@ -15,10 +15,11 @@ import time
 from lsp_server.backends.backend import Completion, Request
 from lsp_server.backends.prompt_plan import READ_CHUNK, Prompt, PromptPlanner
 from lsp_server.backends.read_ahead import ReadAhead
+from lsp_server.models.catalog import model_path
 from lsp_server.settings import Settings
 from lsp_server.words import complete_word
 from prompts import family_for
-from speculative import Engine, GenerationResult, ModelError, resolve_model_path
+from speculative import Engine, GenerationResult, ModelError
 from speculative.build_info import build_info
 from speculative.candidates import branch
 from speculative.convert import weights_path
@@ -60,7 +61,7 @@ def open_draft(settings: Settings, target: Engine, stop: threading.Event, warnin
         return None
     engine = None
     try:
-        source = resolve_model_path(m.draft_path)
+        source = model_path(m.draft_path)
         engine, _ = open_engine(source, m.weights, m.n_ctx, m.threads or None, warnings)  # weights as the target's
         costs = load_cost_model(engine, engine.n_threads, build_info()["build"], stop=stop)
         return DraftModel(engine, target, costs, source=str(source))
@@ -95,7 +96,7 @@ class LocalBackend:
     def open(cls, settings: Settings, schedule: ReadAhead, stop: threading.Event,
              warnings: list[str]) -> LocalBackend:
         m = settings.model
-        source = resolve_model_path(m.path or None)
+        source = model_path(m.path)
         engine, _ = open_engine(source, m.weights, m.n_ctx, m.threads or None, warnings)
         try:
             costs = load_cost_model(engine, engine.n_threads, build_info()["build"], stop=stop)
