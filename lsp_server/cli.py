@@ -148,6 +148,18 @@ def _check_draft(target: Path, draft_arg: str, weights: str, build: str, costs) 
     return info
 
 
+def _say_draft_partner(args: argparse.Namespace) -> None:
+    """For a model of the list with a draft partner and no --draft-model, how to add it."""
+    from lsp_server.models.catalog import BY_NAME, pulled
+
+    entry = BY_NAME.get(args.model or "")
+    partner = BY_NAME.get(entry.draft) if entry and not args.draft_model else None
+    if partner is not None:
+        how = "pulled" if pulled(partner) else f"not pulled: specfill model pull {partner.name}"
+        print(f"draft partner {partner.name} ({how}); check the pair with --draft-model {partner.name} --costs, "
+              f"use it with model.draftPath = {partner.name!r}")
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     """What an install and an editor's health check need: the version, the llama.cpp build, the
     model file and the weights loaded for it (converted here, once, when the setting asks)."""
@@ -192,6 +204,7 @@ def cmd_check(args: argparse.Namespace) -> int:
           + f", extra buffers {'+'.join(info['extra_buffers']) or 'none'}")
     if costs is not None:
         print(f"verify costs {info['verify_costs']} ({costs.not_saved or 'cached for the server'})")
+    _say_draft_partner(args)
     if args.draft_model:
         print(f"draft model {info['draft_model']}: same vocabulary" + (
             f", a step {info['draft_step_ms']} ms = {info['draft_step_of_target']:.2f} of the target's"

@@ -25,13 +25,14 @@ def nvim_binary() -> str:
 SETUP = "{ completion = { budgetMs = 30000 } }"
 
 
-def start_nvim(setup_lua: str = SETUP, runtime: Path | None = None) -> pynvim.Nvim:
+def start_nvim(setup_lua: str = SETUP, runtime: Path | None = None, env: dict[str, str] | None = None) -> pynvim.Nvim:
     """Neovim with the plugin on its runtimepath and setup() called with the server run by
     this Python (so tests use the checkout under test): a server of its own, or with
     `runtime` (an XDG_RUNTIME_DIR) the plugin's default, the shared server, run by this
-    checkout's `specfill`."""
-    env = ["env", f"XDG_RUNTIME_DIR={runtime}"] if runtime else []
-    nvim = pynvim.attach("child", argv=[*env, nvim_binary(), "--clean", "--embed", "--headless",
+    checkout's `specfill`. `env` adds to its environment (and so to the server's)."""
+    extra = {**({"XDG_RUNTIME_DIR": str(runtime)} if runtime else {}), **(env or {})}
+    prefix = ["env", *(f"{k}={v}" for k, v in extra.items())] if extra else []
+    nvim = pynvim.attach("child", argv=[*prefix, nvim_binary(), "--clean", "--embed", "--headless",
                                         "--cmd", f"set rtp^={PLUGIN}", "--cmd", "set noswapfile"])
     if runtime:
         nvim.exec_lua("local opts = ...;"

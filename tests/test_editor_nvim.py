@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
 
+from lsp_server.models.catalog import BY_NAME
+from speculative import resolve_model_path
 from tests.editor_sample import SOURCE
+from tests.hub_server import Hub
 from tests.nvim_helpers import STATE as STATS_EXPR
 from tests.nvim_helpers import ghost, server_stats, start_nvim, wait_for, wait_ready
 
@@ -227,3 +231,75 @@ def test_snooze_pauses_suggestions_and_toggle_ends_it(nvim):
     assert nvim.exec_lua("return require('specfill').status()") == "specfill"
     nvim.input("<M-\\>")  # ask again where the snoozed keystrokes got nothing
     assert ghost(nvim).strip()
+
+
+PULL_SETUP = "{ completion = { budgetMs = 30000, minConfidence = 0 }, model = { weights = 'shipped' } }"
+RECORD_NOTES = ("_G.notes = {}; local notify = vim.notify;"
+                " vim.notify = function(msg, ...) table.insert(_G.notes, msg); return notify(msg, ...) end")
+
+
+def hub_env(hub: Hub, tmp_path) -> dict[str, str]:
+    return {"HF_ENDPOINT": hub.url, "SPECFILL_CACHE_DIR": str(tmp_path / "cache"),
+            "XDG_DATA_HOME": str(tmp_path / "data")}
+
+
+def test_specfill_model_pulls_a_model_of_the_list_and_takes_its_draft(tmp_path):
+    model = resolve_model_path(None).read_bytes()
+    target, draft = BY_NAME["qwen2.5-coder-1.5b"], BY_NAME["qwen2.5-coder-0.5b"]
+    hub = Hub(files={(target.repo, target.file): model, (draft.repo, draft.file): model}, bytes_per_s=25e6)
+    path = tmp_path / "shapes.py"
+    path.write_text(SOURCE)
+    nvim = start_nvim(PULL_SETUP, env=hub_env(hub, tmp_path))
+    try:
+        nvim.command(f"edit {path}")
+        wait_ready(nvim)
+        nvim.exec_lua(RECORD_NOTES)
+        # The draft offer (vim.ui.select), answered as a user taking the first choice.
+        nvim.exec_lua("vim.ui.select = function(items, opts, on_choice) _G.asked = opts.prompt;"
+                      " on_choice(items[1]) end")
+        nvim.command(f"SpecfillModel {target.name}")
+        wait_for(nvim, "(function(file) local c = require('specfill').client();"
+                       " local r = c and c:request_sync('specfill/stats', {}, 2000); return r and r.result"
+                       " and r.result.state == 'ready' and r.result.model:find(file, 1, true) end)(...)",
+                 300, target.file)
+        notes = nvim.exec_lua("return _G.notes")
+        asked = nvim.exec_lua("return _G.asked")
+        settings = nvim.exec_lua("return require('specfill').settings.model")
+        nvim.input("Go    return ")
+        assert ghost(nvim).strip()  # the pulled model suggests
+    finally:
+        nvim.exec_lua("vim.lsp.stop_client(vim.lsp.get_clients({ name = 'specfill' }), true)")
+        nvim.close()
+        hub.close()
+    assert any(n.startswith(f"specfill: downloading {target.name}: ") and n.endswith(" MB") for n in notes), notes
+    assert f"can draft with {draft.name}" in asked
+    assert settings == {"weights": "shipped", "path": target.name, "draftPath": draft.name}
+    for entry in (target, draft):
+        assert (tmp_path / "cache" / "models" / "hub" / entry.repo / entry.file).read_bytes() == model
+    kept = json.loads((tmp_path / "data" / "nvim" / "specfill" / "model.json").read_text())
+    assert kept == {"path": target.name, "draftPath": draft.name}  # for the next start
+
+
+def test_specfill_model_bang_cancels_a_download_and_keeps_the_model(tmp_path):
+    target = BY_NAME["qwen2.5-coder-1.5b"]
+    hub = Hub(files={(target.repo, target.file): resolve_model_path(None).read_bytes()}, bytes_per_s=2e6)
+    nvim = start_nvim(PULL_SETUP, env=hub_env(hub, tmp_path))
+    try:
+        nvim.exec_lua(RECORD_NOTES)
+        nvim.command(f"SpecfillModel {target.name}")
+        part = tmp_path / "cache" / "models" / "hub" / target.repo / f"{target.file}.part"
+        deadline = time.monotonic() + 60
+        while not (part.exists() and part.stat().st_size > 1_000_000):
+            assert time.monotonic() < deadline, "the download never started"
+            time.sleep(0.1)
+        nvim.command("SpecfillModel!")
+        wait_for(nvim, "vim.tbl_contains(vim.tbl_map(function(n) return n:find('cancelled', 1, true) ~= nil end,"
+                       " _G.notes), true)", 30)
+        notes = nvim.exec_lua("return _G.notes")
+        settings = nvim.exec_lua("return require('specfill').settings.model")
+    finally:
+        nvim.close()
+        hub.close()
+    assert any("the model in use stays" in n for n in notes), notes
+    assert settings == {"weights": "shipped"} and part.exists()
+    assert not (tmp_path / "cache" / "models" / "hub" / target.repo / target.file).exists()

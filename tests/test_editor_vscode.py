@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from lsp_server.models.catalog import BY_NAME
+from speculative import resolve_model_path
 from tests.editor_sample import SOURCE
+from tests.hub_server import Hub
 from tests.vscode_helpers import CodeServer
 
 pytestmark = pytest.mark.editors
@@ -121,3 +124,40 @@ def test_manual_mode_shows_ghost_text_only_after_the_trigger_key(tmp_path):
         vscode.stop()
     assert result["ok"], result
     assert result["ghosts"][0].strip()
+
+
+def test_choose_model_downloads_a_model_of_the_list_and_its_draft(tmp_path):
+    """specfill: Choose Model -> a model of the list, downloaded with progress from a hub on
+    127.0.0.1 (HF_ENDPOINT), its draft partner taken from the offer: both files in the cache,
+    model.path and model.draftPath set to their names, and the new model suggesting."""
+    model = resolve_model_path(None).read_bytes()
+    target, draft = BY_NAME["qwen2.5-coder-1.5b"], BY_NAME["qwen2.5-coder-0.5b"]
+    hub = Hub(files={(target.repo, target.file): model, (draft.repo, draft.file): model}, bytes_per_s=25e6)
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "shapes.py").write_text(SOURCE)
+    log, cache = tmp_path / "server.log", tmp_path / "cache"
+    vscode = CodeServer(tmp_path / "vscode", {**CONTROLS, "specfill.model.weights": "shipped"},
+                        env={"SPECFILL_LOG_FILE": str(log), "HF_ENDPOINT": hub.url, "SPECFILL_CACHE_DIR": str(cache)})
+    try:
+        vscode.start(folder)
+        result = vscode.drive(folder, "shapes.py", "", tmp_path / "vscode-choose-model.png",
+                              wait_log=(log, "settings from initialize"), steps=[
+            {"command": "specfill: Choose Model"},
+            {"pick": target.name},
+            {"notification": f"downloading {target.name}"},
+            {"button": "Use the draft"},
+            {"notification": f"now completing with {target.name} drafted by {draft.name}"},
+            {"log": f"{target.file} ("},  # the server loaded it
+            {"type": "    return "},
+            {"ghost": True},
+        ])
+    finally:
+        vscode.stop()
+        hub.close()
+    assert result["ok"], result.get("error")
+    settings = json.loads((vscode.data / "User" / "settings.json").read_text())
+    assert settings["specfill.model.path"] == target.name and settings["specfill.model.draftPath"] == draft.name
+    for entry in (target, draft):
+        assert (cache / "models" / "hub" / entry.repo / entry.file).read_bytes() == model
+    assert [r for r in hub.requests if r[0] == "GET"], "downloaded from the hub on loopback"

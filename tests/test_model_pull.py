@@ -182,3 +182,22 @@ def test_any_hub_file_can_be_pulled_and_named_by_its_repo_and_file(hub, model_by
     assert code == 0 and events[-1]["name"] == spec and events[-1]["draft"] == ""
     monkeypatch.setenv("SPECFILL_CACHE_DIR", str(tmp_path))
     assert model_path(spec) == Path(events[-1]["path"]) == local_path("someone/smol-GGUF", "smol.gguf")
+
+
+def test_the_readme_lists_every_model_of_the_list_with_its_size_memory_and_draft():
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    for e in CATALOG:
+        row = f"| `{e.name}` | {e.size_mb / 1000:.1f} GB | {e.memory_mb / 1000:.1f} GB | "
+        row += f"`{e.draft}` |" if e.draft else "|"
+        assert row in readme, row
+
+
+def test_check_on_a_pulled_model_names_its_draft_partner(hub, model_bytes, tmp_path):
+    big = BY_NAME["qwen2.5-coder-1.5b"]
+    hub.files[(big.repo, big.file)] = model_bytes
+    env = env_for(hub.url, tmp_path)
+    assert pull(big.name, env)[0] == 0
+    out = subprocess.run([sys.executable, "-m", "lsp_server", "check", "--model", big.name], env=env,
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    assert str(tmp_path / "models" / "hub" / big.repo / big.file) in out
+    assert f"draft partner {big.draft} (not pulled: specfill model pull {big.draft})" in out

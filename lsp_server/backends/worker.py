@@ -23,6 +23,7 @@ from lsp_server.backends.read_ahead import ReadAhead
 from lsp_server.settings import Settings
 from prompts import ContextFile
 from speculative.build_info import build_info
+from speculative.errors import Cancelled
 
 log = logging.getLogger("specfill")
 # A session whose last keystroke is this recent is typing: its next one is likely to come while
@@ -124,6 +125,9 @@ class ModelWorker:
         t0, warnings = time.perf_counter(), list[str]()
         try:
             self.backend = open_backend(settings, self.schedule, warnings)
+        except Cancelled:  # newer settings (a model, then its draft) or a shutdown: not an error
+            log.info("load of %s given up for newer settings", settings.model.path or "the embedded model")
+            raise
         except Exception as exc:
             self.error = str(exc)
             log.error("%s: %s", "remote engine not usable" if settings.model.remote.url else "model not loaded", exc)

@@ -25,6 +25,7 @@ from lsp_server.session.pipeline import RELATED_BY_CHARS, Pipeline, Place
 from lsp_server.session.protocol import SpecfillProtocol
 from lsp_server.settings import Settings, parse_settings, to_wire
 from speculative.build_info import build_info
+from speculative.errors import Cancelled
 
 log = logging.getLogger("specfill")
 ACCEPT_COMMAND = "specfill.didAccept"
@@ -130,6 +131,8 @@ class SpecfillServer(LanguageServer):
                 self.tell(self.worker.warning, types.MessageType.Warning)
             if self.focused is not None:
                 self.focus(*self.focused)  # where the cursor was while the model loaded
+        except Cancelled:
+            message = "given up for newer settings"  # the next load says how that one went
         except Exception as exc:
             message = f"failed: {exc}"
             self.tell(str(exc))

@@ -19,3 +19,12 @@ vim.api.nvim_create_user_command('SpecfillInstall', function(args)
   end
   require('specfill').install()
 end, { bang = true, desc = 'specfill: install or repair the server (! cancels a running install)' })
+vim.api.nvim_create_user_command('SpecfillModel', function(args)
+  if args.bang then
+    if not require('specfill.models').cancel() then
+      vim.notify('specfill: no download is running')
+    end
+    return
+  end
+  require('specfill.models').choose(args.args)
+end, { bang = true, nargs = '?', desc = 'specfill: choose a model, downloaded on request (! cancels a download)' })

@@ -8,6 +8,11 @@
 //   {"noGhost": ms}        waits ms and fails if ghost text showed
 //   {"menu": "label"}      clicks the status-bar item and picks the entry starting with label
 //   {"status": "regex"}    waits until the status-bar item matches; records it in result.statuses
+//   {"command": "title"}   runs a command from the palette (F1)
+//   {"pick": "label"}      picks the open quick pick's entry starting with label
+//   {"notification": "re"} waits for a notification whose text matches; records it in result.notifications
+//   {"button": "label"}    clicks that button of a notification
+//   {"log": "text"}        waits until WAIT_LOG contains the text
 // playwright-core comes from the code-server install folder (NODE_PATH).
 const fs = require('fs');
 const { chromium } = require('playwright-core');
@@ -27,12 +32,57 @@ async function statusText(page) {
   return (await page.locator('.statusbar-item', { hasText: 'specfill' }).allInnerTexts()).join(' | ');
 }
 
+const TOAST = '.notification-toast';
+
+async function pick(page, label) {
+  const entry = page.locator('.quick-input-widget .monaco-list-row', { hasText: label });
+  await entry.first().waitFor({ timeout: 30000 });
+  await entry.first().click();
+}
+
+async function waitForText(locator, wanted, timeout) {
+  const until = Date.now() + timeout;
+  for (;;) {
+    const found = (await locator.allInnerTexts()).find((t) => wanted.test(t));
+    if (found) return found;
+    if (Date.now() > until) throw new Error(`nothing matched /${wanted.source}/: ${await locator.allInnerTexts()}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+/** The steps that work the command palette, quick picks and notifications; false if not one. */
+async function paletteStep(page, step, timeout, result) {
+  if (step.command) {
+    await page.keyboard.press('F1');
+    const input = page.locator('.quick-input-widget .quick-input-box input').first();
+    await input.waitFor({ timeout: 10000 });
+    await input.fill(`>${step.command}`); // the palette's '>' kept: commands, not files
+    await pick(page, step.command);
+  } else if (step.pick) {
+    await pick(page, step.pick);
+  } else if (step.notification) {
+    result.notifications.push(await waitForText(page.locator(TOAST), new RegExp(step.notification), timeout));
+  } else if (step.button) {
+    const button = page.locator(`${TOAST} .monaco-button`, { hasText: step.button });
+    await button.first().waitFor({ timeout });
+    await button.first().click();
+  } else if (step.log) {
+    await waitForLog(process.env.WAIT_LOG, step.log, Date.now() + timeout);
+  } else {
+    return false;
+  }
+  return true;
+}
+
 async function runSteps(page, steps, timeout, result) {
   result.ghosts = [];
   result.statuses = [];
+  result.notifications = [];
   for (const step of steps) {
     result.step = step;
-    if (step.type !== undefined) {
+    if (await paletteStep(page, step, timeout, result)) {
+      // done
+    } else if (step.type !== undefined) {
       await page.keyboard.type(step.type, { delay: 60 });
     } else if (step.press) {
       await page.keyboard.press(step.press);

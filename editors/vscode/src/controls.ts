@@ -88,6 +88,7 @@ export async function showMenu(context: vscode.ExtensionContext, changed: () => 
   const enabled = vscode.workspace.getConfiguration(SECTION).get<boolean>('completion.enable', true);
   entries.push(
     { label: enabled ? 'Turn off everywhere' : 'Turn on everywhere', run: () => vscode.commands.executeCommand('specfill.toggle') },
+    { label: 'Choose model', run: () => vscode.commands.executeCommand('specfill.chooseModel') },
     { label: 'Show stats', run: () => vscode.commands.executeCommand('specfill.showStats') },
     { label: 'Show log', run: () => vscode.commands.executeCommand('specfill.showLog') },
     { label: 'Restart server', run: () => vscode.commands.executeCommand('specfill.restartServer') },

@@ -8,9 +8,11 @@ import * as vscode from 'vscode';
 import { LanguageClient, LanguageClientOptions, ServerOptions, State } from 'vscode-languageclient/node';
 import { askSnooze, controlState, endSnooze, languageOn, setLanguage, showMenu, snoozed } from './controls';
 import { findPython, install, installed } from './install';
+import { chooseModel } from './models';
 
 const SECTION = 'specfill';
 let client: LanguageClient | undefined;
+let serverExe: string | undefined; // the server last started: the model menu runs it too
 let status: vscode.StatusBarItem;
 let poll: NodeJS.Timeout | undefined;
 let lastState = '';
@@ -115,7 +117,9 @@ async function refreshStatus(context: vscode.ExtensionContext): Promise<void> {
   if (!client || client.state !== State.Running) return;
   try {
     const s: any = await client.sendRequest('specfill/stats', {});
-    const model = s.model ? path.basename(s.model) : 'model';
+    const draft = s.draft ? ` drafted by ${path.basename(s.draft.model)}` +
+      (s.draft.speedup != null ? ` (${s.draft.speedup}x)` : '') : '';
+    const model = (s.model ? path.basename(s.model) : 'model') + draft;
     if (lastState === 'loading' && s.state === 'ready') {
       // Keystrokes made while the model loaded got nothing: ask again where the cursor is.
       vscode.commands.executeCommand('editor.action.inlineSuggest.trigger');
@@ -143,6 +147,7 @@ async function refreshStatus(context: vscode.ExtensionContext): Promise<void> {
 async function startClient(context: vscode.ExtensionContext): Promise<void> {
   const exe = await findServer(context);
   if (!exe) return;
+  serverExe = exe;
   // One server for every VS Code and Neovim window (`specfill attach` starts it when none
   // answers), unless server.shared is off.
   const cfg = vscode.workspace.getConfiguration(SECTION);
@@ -229,14 +234,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       }
       await startClient(context);
     }),
-    vscode.commands.registerCommand('specfill.chooseModel', async () => {
-      const picked = await vscode.window.showOpenDialog({
-        canSelectMany: false, filters: { 'GGUF model': ['gguf'] }, title: 'specfill: model file' });
-      if (picked?.[0]) {
-        await vscode.workspace.getConfiguration(SECTION).update('model.path', picked[0].fsPath,
-          vscode.ConfigurationTarget.Global);
-      }
-    }),
+    vscode.commands.registerCommand('specfill.chooseModel', async () =>
+      chooseModel(serverExe ?? (await findServer(context)), output)),
     vscode.commands.registerCommand('specfill.showLog', () => output.show(true)), // the server's and the installer's
     vscode.commands.registerCommand('specfill.installServer', async () => {
       if (client) {

@@ -2,11 +2,11 @@
 // the installer script): a Python 3.11+ environment in the extension's global storage, llama.cpp
 // built with the project's flags (or a built wheel pip finds), the default model. The installer
 // writes installed.json last, so a server is used only once it is whole.
-import { ChildProcess, execFileSync, spawn } from 'child_process';
+import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
-import * as readline from 'readline';
 import * as vscode from 'vscode';
+import { runJsonLines } from './child';
 
 const PYTHONS = ['python3.13', 'python3.12', 'python3.11', 'python3', 'python'];
 
@@ -66,26 +66,16 @@ export function install(context: vscode.ExtensionContext, python: string, log: v
   const dir = installDir(context);
   return vscode.window.withProgress({
     location: vscode.ProgressLocation.Notification, title: 'specfill: installing the server', cancellable: true,
-  }, (progress, token) => new Promise<Installed>((resolve, reject) => {
+  }, async (progress, token) => {
     const t0 = Date.now();
     log.appendLine(`installing into ${dir} with ${python}`);
-    const child: ChildProcess = spawn(python, [path.join(bundled, 'specfill_install.py'), '--dir', dir, '--wheel',
-      path.join(bundled, wheel)], { env: process.env });
-    token.onCancellationRequested(() => child.kill('SIGTERM'));
     let outcome: any;
-    readline.createInterface({ input: child.stdout! }).on('line', (line) => {
-      log.appendLine(line);
-      try {
-        const msg = JSON.parse(line);
-        if (msg.step) progress.report({ message: `${msg.message} — ${Math.round((Date.now() - t0) / 1000)} s` });
-        else outcome = msg;
-      } catch { /* not progress */ }
-    });
-    child.stderr!.on('data', (data) => log.append(String(data)));
-    child.on('error', (err) => reject(new Error(`could not run ${python}: ${err.message}`)));
-    child.on('close', (code) => {
-      if (code === 0 && outcome?.done) resolve(outcome as Installed);
-      else reject(new Error(outcome?.error ?? `the installer stopped (exit ${code}); see the specfill log`));
-    });
-  }));
+    const code = await runJsonLines(python, [path.join(bundled, 'specfill_install.py'), '--dir', dir, '--wheel',
+      path.join(bundled, wheel)], log, (msg) => {
+      if (msg.step) progress.report({ message: `${msg.message} — ${Math.round((Date.now() - t0) / 1000)} s` });
+      else outcome = msg;
+    }, token);
+    if (code === 0 && outcome?.done) return outcome as Installed;
+    throw new Error(outcome?.error ?? `the installer stopped (exit ${code}); see the specfill log`);
+  });
 }

@@ -210,6 +210,7 @@ function M.setup(opts)
   M.config = vim.tbl_deep_extend('force', vim.deepcopy(M.defaults), plugin)
   local problems
   M.settings, problems = M.validate(server)
+  M.settings = require('specfill.models').with_saved(M.settings)
   for _, p in ipairs(problems) do
     vim.notify('specfill: ' .. p, vim.log.levels.WARN)
   end
@@ -402,6 +403,12 @@ function M.stats(callback)
         result.ttft_ms.p50),
       ('accepted per step %s, acceptance rate %s'):format(result.accepted_per_step, result.acceptance_rate),
     }
+    local d = result.draft
+    if type(d) == 'table' then
+      table.insert(lines, ('draft %s: acceptance %s, %s ms a token, speed-up %s'):format(vim.fs.basename(d.model),
+        d.acceptance ~= vim.NIL and ('%.2f'):format(d.acceptance) or '-', d.ms_per_token,
+        d.speedup ~= vim.NIL and (d.speedup .. 'x') or '- (nothing drafted yet)'))
+    end
     vim.notify(table.concat(lines, '\n'))
   end)
 end
