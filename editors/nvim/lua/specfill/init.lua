@@ -9,6 +9,10 @@ local M = {}
 local schema = require('specfill.schema')
 local ghost = require('specfill.ghost')
 local install = require('specfill.install')
+local settings = require('specfill.settings')
+local keymaps = require('specfill.keymaps')
+local controls = require('specfill.controls')
+local report = require('specfill.report')
 
 -- Plugin options; every other top-level key is a server setting group from the schema.
 M.defaults = {
@@ -37,68 +41,8 @@ M.defaults = {
 }
 
 M.config = vim.deepcopy(M.defaults)
-M.log = {} -- the server's window/logMessage lines, newest last (:SpecfillLog)
-local LOG_LINES = 2000
-local LEVEL = { 'ERROR', 'WARN', 'INFO', 'LOG' }
+M.log = report.lines -- the server's window/logMessage lines, newest last (:SpecfillLog)
 M.settings = {} -- server settings as sent: nested, camelCase, only what the user set
-
-local function is_group(key)
-  for name in pairs(schema) do
-    if name == key or vim.startswith(name, key .. '.') then
-      return true
-    end
-  end
-  return false
-end
-
-local lua_type = { string = 'string', integer = 'number', number = 'number', boolean = 'boolean',
-  array = 'table', object = 'table' }
-
--- A list of strings, or a map of names to booleans, as the schema says.
-local function elements_ok(entry, value)
-  if entry.type == 'array' then
-    return vim.islist(value) and vim.iter(value):all(function(v) return type(v) == 'string' end)
-  elseif entry.type == 'object' then
-    for k, v in pairs(value) do
-      if type(k) ~= 'string' or type(v) ~= 'boolean' then
-        return false
-      end
-    end
-  end
-  return true
-end
-
---- Checks user settings against the schema; returns the valid ones and a list of problems.
-function M.validate(settings, prefix, problems)
-  local out = {}
-  problems = problems or {}
-  for key, value in pairs(settings) do
-    local name = prefix and (prefix .. '.' .. key) or key
-    local entry = schema[name]
-    if entry then
-      local ok = type(value) == lua_type[entry.type]
-        and (entry.type ~= 'integer' or math.floor(value) == value)
-        and (type(value) ~= 'table' or elements_ok(entry, value))
-        and (not entry.enum or vim.tbl_contains(entry.enum, value))
-        and (not entry.minimum or value >= entry.minimum)
-        and (not entry.maximum or value <= entry.maximum)
-      if ok then
-        out[key] = (entry.type == 'object' and next(value) == nil) and vim.empty_dict() or value
-      else
-        table.insert(problems, ('%s: invalid value %s (default %s)'):format(name, vim.inspect(value),
-          vim.inspect(entry.default)))
-      end
-    elseif type(value) == 'table' and is_group(name) then
-      out[key] = M.validate(value, name, problems)
-    else
-      table.insert(problems, name .. ': unknown setting')
-    end
-  end
-  if next(out) == nil then
-    out = vim.empty_dict() -- an object on the wire, not []
-  end
-  return out, problems
-end
 
 --- The server command: `cmd`, else server.path, else `specfill` on PATH, else the server
 --- install() put under stdpath('data')/specfill.
@@ -149,50 +93,8 @@ function M.client()
   return vim.lsp.get_clients({ name = 'specfill' })[1]
 end
 
-local function map(lhs, fn, fallback_key)
-  if not lhs then
-    return
-  end
-  vim.keymap.set('i', lhs, function()
-    if not fn() then
-      vim.api.nvim_feedkeys(vim.keycode(fallback_key or lhs), 'n', false)
-    end
-  end, { desc = 'specfill', silent = true })
-end
-
-local function set_keymaps(keys)
-  if M.config.builtin then
-    local ic = vim.lsp.inline_completion
-    map(keys.accept, function() return ic.get() end)
-    map(keys.next, function() ic.select({ count = 1 }) return true end)
-    map(keys.prev, function() ic.select({ count = -1 }) return true end)
-    return
-  end
-  map(keys.accept, ghost.accept)
-  map(keys.accept_word, ghost.accept_word)
-  map(keys.accept_line, ghost.accept_line)
-  map(keys.next, function() return ghost.cycle(nil, 1) end)
-  map(keys.prev, function() return ghost.cycle(nil, -1) end)
-  map(keys.dismiss, ghost.dismiss)
-  map(keys.trigger, function() return ghost.trigger() end)
-end
-
--- Settings merged as the schema says: groups and maps by key, lists replaced whole.
-local function merge(into, from, prefix)
-  for key, value in pairs(from) do
-    local name = prefix and (prefix .. '.' .. key) or key
-    local entry = schema[name]
-    if type(value) == 'table' and not (entry and entry.type == 'array') and type(into[key]) == 'table' then
-      merge(into[key], value, name)
-    else
-      into[key] = value
-    end
-  end
-  return into
-end
-
-local function follow(settings)
-  ghost.manual = vim.tbl_get(settings, 'completion', 'trigger') == 'manual'
+local function follow(current)
+  ghost.manual = vim.tbl_get(current, 'completion', 'trigger') == 'manual'
   ghost.wanted = function(bufnr) return M.language_on(vim.bo[bufnr].filetype) end
 end
 
@@ -209,7 +111,7 @@ function M.setup(opts)
   end
   M.config = vim.tbl_deep_extend('force', vim.deepcopy(M.defaults), plugin)
   local problems
-  M.settings, problems = M.validate(server)
+  M.settings, problems = settings.validate(server)
   M.settings = require('specfill.models').with_saved(M.settings)
   for _, p in ipairs(problems) do
     vim.notify('specfill: ' .. p, vim.log.levels.WARN)
@@ -248,13 +150,7 @@ function M.setup(opts)
     init_options = M.settings,
     settings = { specfill = M.settings },
     handlers = {
-      ['window/logMessage'] = function(err, result, ctx)
-        table.insert(M.log, ('%s [%s] %s'):format(os.date('%H:%M:%S'), LEVEL[result.type] or '?', result.message))
-        if #M.log > LOG_LINES then
-          table.remove(M.log, 1)
-        end
-        return vim.lsp.handlers['window/logMessage'](err, result, ctx)
-      end,
+      ['window/logMessage'] = report.on_log_message,
     },
     on_exit = function(code, signal)
       if code ~= 0 and not M.stopping then
@@ -274,7 +170,7 @@ function M.setup(opts)
     end,
   })
   vim.lsp.enable('specfill')
-  set_keymaps(M.config.keymaps)
+  keymaps.set(M.config.keymaps, M.config.builtin)
   vim.api.nvim_create_autocmd('TextChangedI', {
     group = vim.api.nvim_create_augroup('specfill-restart', { clear = true }),
     callback = function()
@@ -287,144 +183,18 @@ function M.setup(opts)
 end
 
 --- Changes server settings while running (workspace/didChangeConfiguration).
-function M.configure(settings)
-  local valid, problems = M.validate(settings)
+function M.configure(changes)
+  local valid, problems = settings.validate(changes)
   for _, p in ipairs(problems) do
     vim.notify('specfill: ' .. p, vim.log.levels.WARN)
   end
-  M.settings = merge(vim.deepcopy(M.settings), valid)
+  M.settings = settings.merge(vim.deepcopy(M.settings), valid)
   follow(M.settings)
   local client = M.client()
   if client then
     client.settings = { specfill = M.settings }
     client:notify('workspace/didChangeConfiguration', { settings = { specfill = M.settings } })
   end
-end
-
---- Whether suggestions are on for a filetype (completion.languages over its defaults).
-function M.language_on(filetype)
-  local languages = vim.tbl_extend('force', schema['completion.languages'].default,
-    vim.tbl_get(M.settings, 'completion', 'languages') or {})
-  local on = languages[filetype]
-  if on == nil then
-    on = languages['*']
-  end
-  return on
-end
-
-local snooze_timer
-local function end_snooze()
-  if snooze_timer then
-    snooze_timer:stop()
-    snooze_timer:close()
-    snooze_timer = nil
-  end
-  M.snoozed_until = nil
-end
-
---- Turns suggestions off or on: for the current buffer's filetype (completion.languages),
---- or with `everywhere` for every file (completion.enable). Ends a snooze.
-function M.toggle(everywhere)
-  local bufnr = vim.api.nvim_get_current_buf()
-  if M.snoozed_until then
-    end_snooze()
-    ghost.enabled = true
-    vim.notify('specfill: snooze ended, suggestions on')
-    return
-  end
-  if everywhere then
-    local on = vim.tbl_get(M.settings, 'completion', 'enable')
-    if on == nil then
-      on = schema['completion.enable'].default
-    end
-    ghost.enabled = not on
-    ghost.clear(bufnr)
-    M.configure({ completion = { enable = ghost.enabled } })
-    vim.notify('specfill: suggestions ' .. (ghost.enabled and 'on' or 'off'))
-    return
-  end
-  local ft = vim.bo[bufnr].filetype
-  local on = not M.language_on(ft)
-  ghost.clear(bufnr)
-  M.configure({ completion = { languages = { [ft] = on } } })
-  vim.notify(('specfill: suggestions %s for %s'):format(on and 'on' or 'off', ft))
-end
-
---- Pauses suggestions for `minutes` (default 5); :SpecfillToggle ends it early.
-function M.snooze(minutes)
-  minutes = minutes or 5
-  end_snooze()
-  ghost.enabled = false
-  ghost.clear(vim.api.nvim_get_current_buf())
-  M.snoozed_until = os.time() + minutes * 60
-  snooze_timer = vim.uv.new_timer()
-  snooze_timer:start(minutes * 60000, 0, vim.schedule_wrap(function()
-    end_snooze()
-    ghost.enabled = true
-  end))
-  vim.notify(('specfill: snoozed for %d minutes'):format(minutes))
-end
-
---- For a statusline: "specfill snoozed 4m", "specfill off (markdown)", "specfill".
-function M.status()
-  if M.snoozed_until then
-    return ('specfill snoozed %dm'):format(math.ceil((M.snoozed_until - os.time()) / 60))
-  end
-  if vim.tbl_get(M.settings, 'completion', 'enable') == false then
-    return 'specfill off'
-  end
-  local ft = vim.bo.filetype
-  if not M.language_on(ft) then
-    return ('specfill off (%s)'):format(ft)
-  end
-  return 'specfill'
-end
-
---- Calls `callback(stats)` with the server's specfill/stats, or prints them.
-function M.stats(callback)
-  local client = M.client()
-  if not client then
-    vim.notify('specfill: the server is not running', vim.log.levels.WARN)
-    return
-  end
-  client:request('specfill/stats', {}, function(err, result)
-    if callback then
-      return callback(result, err)
-    end
-    if err then
-      vim.notify('specfill: ' .. err.message, vim.log.levels.ERROR)
-      return
-    end
-    local lines = {
-      ('model %s (%s), %s'):format(result.model or '-', result.family or '-', result.state),
-      ('requests %d, cache hits %d, cancelled %d, shown %d, accepted %d'):format(result.requests,
-        result.cache_hits, result.cancelled, result.shown, result.accepted),
-      ('latency p50 %s ms, p95 %s ms; ttft p50 %s ms'):format(result.latency_ms.p50, result.latency_ms.p95,
-        result.ttft_ms.p50),
-      ('accepted per step %s, acceptance rate %s'):format(result.accepted_per_step, result.acceptance_rate),
-    }
-    local d = result.draft
-    if type(d) == 'table' then
-      table.insert(lines, ('draft %s: acceptance %s, %s ms a token, speed-up %s'):format(vim.fs.basename(d.model),
-        d.acceptance ~= vim.NIL and ('%.2f'):format(d.acceptance) or '-', d.ms_per_token,
-        d.speedup ~= vim.NIL and (d.speedup .. 'x') or '- (nothing drafted yet)'))
-    end
-    vim.notify(table.concat(lines, '\n'))
-  end)
-end
-
---- The server's log (window/logMessage, at its logLevel setting) in a scratch buffer.
-function M.show_log()
-  vim.cmd('new')
-  local buf = vim.api.nvim_get_current_buf()
-  vim.bo[buf].buftype, vim.bo[buf].bufhidden, vim.bo[buf].swapfile = 'nofile', 'wipe', false
-  vim.api.nvim_buf_set_name(buf, 'specfill://log')
-  local lines = {}
-  for _, entry in ipairs(M.log) do
-    vim.list_extend(lines, vim.split(entry, '\n', { plain = true }))
-  end
-  vim.api.nvim_buf_set_lines(buf, 0, -1, false, #lines > 0 and lines or { '(nothing logged yet)' })
-  vim.bo[buf].modifiable = false
 end
 
 function M.restart()
@@ -436,5 +206,9 @@ function M.restart()
   end, 500)
 end
 
+-- The controls and reports, where users and statuslines have always found them.
+M.validate = settings.validate
+M.language_on, M.toggle, M.snooze, M.status = controls.language_on, controls.toggle, controls.snooze, controls.status
+M.stats, M.show_log = report.stats, report.show_log
 M.ghost = ghost
 return M

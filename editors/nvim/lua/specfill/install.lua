@@ -5,6 +5,8 @@
 -- never used.
 local M = {}
 
+local jobs = require('specfill.jobs')
+
 M.dir = vim.fs.joinpath(vim.fn.stdpath('data'), 'specfill')
 local here = debug.getinfo(1, 'S').source:sub(2) -- <checkout>/editors/nvim/lua/specfill/install.lua
 local plugin_root = vim.fs.dirname(vim.fs.dirname(vim.fs.dirname(here))) -- editors/nvim
@@ -99,31 +101,13 @@ function M.install(opts)
     return finish(false, ('no specfill checkout at %s: pass install({ source = <checkout or wheel> })'):format(source))
   end
   report(('installing the server into %s with %s'):format(M.dir, python))
-  local outcome, pending = nil, ''
+  local outcome = nil
   local t0 = vim.uv.hrtime()
-  local function on_line(line)
-    local ok, msg = pcall(vim.json.decode, line)
-    if not ok or type(msg) ~= 'table' then
-      return
-    end
+  local function on_message(msg)
     if msg.step then
       report(('%s (%d s)'):format(msg.message, (vim.uv.hrtime() - t0) / 1e9))
     else
       outcome = msg
-    end
-  end
-  local function on_stdout(_, data)
-    if not data then
-      return
-    end
-    pending = pending .. data
-    while true do
-      local line, rest = pending:match('^([^\n]*)\n(.*)$')
-      if not line then
-        break
-      end
-      pending = rest
-      on_line(line)
     end
   end
   local kind = source:match('%.whl$') and '--wheel' or '--source'
@@ -135,8 +119,7 @@ function M.install(opts)
     return finish(false, outcome and outcome.error or ('the installer stopped (exit %d): %s'):format(result.code,
       vim.trim(result.stderr or '')))
   end
-  job = vim.system({ python, M.script, '--dir', M.dir, kind, source }, { stdout = on_stdout, text = true },
-    not opts.sync and done or nil)
+  job = jobs.start({ python, M.script, '--dir', M.dir, kind, source }, on_message, not opts.sync and done or nil)
   if opts.sync then
     return done(job:wait())
   end
@@ -145,11 +128,7 @@ end
 
 --- Cancel a running install: the installer stops pip and leaves nothing that could be used.
 function M.cancel()
-  if job then
-    job:kill(15)
-    return true
-  end
-  return false
+  return jobs.stop(job)
 end
 
 function M.running()

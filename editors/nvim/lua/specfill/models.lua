@@ -5,6 +5,8 @@
 -- wins). A failed or cancelled download leaves the model in use as it was.
 local M = {}
 
+local jobs = require('specfill.jobs')
+
 M.file = vim.fs.joinpath(vim.fn.stdpath('data'), 'specfill', 'model.json')
 local job -- the running pull
 local PROGRESS_EVERY_S = 1
@@ -66,26 +68,15 @@ function M.pull(name, on_done)
     return
   end
   notify(('downloading %s'):format(name))
-  local outcome, pending, last = nil, '', 0
-  local function on_line(line)
-    local ok, msg = pcall(vim.json.decode, line)
-    if not ok or type(msg) ~= 'table' then
-      return
-    end
+  local outcome, last = nil, 0
+  job = jobs.start(specfill('model', 'pull', name, '--json'), function(msg)
     if msg.event ~= 'progress' then
       outcome = msg
     elseif vim.uv.now() - last >= PROGRESS_EVERY_S * 1000 then
       last = vim.uv.now()
       notify(('downloading %s: %d / %d MB'):format(name, msg.done / 1e6, msg.total / 1e6))
     end
-  end
-  job = vim.system(specfill('model', 'pull', name, '--json'), { text = true, stdout = function(_, data)
-    pending = pending .. (data or '')
-    for line in pending:gmatch('([^\n]*)\n') do
-      on_line(line)
-    end
-    pending = pending:match('[^\n]*$')
-  end }, function(result)
+  end, function(result)
     job = nil
     if outcome and outcome.event == 'done' then
       return vim.schedule(function() on_done(true) end)
@@ -103,11 +94,7 @@ end
 
 --- Cancel a running download; its part is kept for the next pull.
 function M.cancel()
-  if job then
-    job:kill(15)
-    return true
-  end
-  return false
+  return jobs.stop(job)
 end
 
 local function offer_draft(model, by_name)
