@@ -320,7 +320,7 @@ def generate(engine: Context, prompt: Sequence[int], opts: Decoding | None = Non
     run = _Run(engine, prompt, opts, aids, max_tokens)
     res = GenerationResult("", [], "", len(prompt), reused, 0.0, 0.0, 0, healed=run.healed)
     if aids.drafter is not None:
-        aids.drafter.begin(aids.extra_sources, prompt=prompt)
+        aids.drafter.begin(aids.extra_sources, prompt=prompt, seq=opts.seq)
     first = run.picker.pick(logits)  # the next token, not yet in the KV cache
     res.ttft_ms = (time.perf_counter() - t0) * 1000
     aids.tracer.first(first[0], logits)

@@ -17,6 +17,7 @@ import numpy as np
 
 from speculative.cost_model import MAX_VERIFY, CostModel
 from speculative.errors import ModelError
+from speculative.seqs import FULL
 
 MAX_NGRAM = 32  # match lengths counted up to this
 PROBES, PROBE_P, PROBE_TOKENS = 8, 0.9, 4  # a draft model's first steps: tried optimistically, then measured
@@ -36,7 +37,7 @@ class Drafter(Protocol):
 
     name: str
 
-    def begin(self, extra: Sequence[Sequence[int]] = (), *, prompt: Sequence[int] = ()) -> None: ...
+    def begin(self, extra: Sequence[Sequence[int]] = (), *, prompt: Sequence[int] = (), seq: int = FULL) -> None: ...
 
     def propose(self, seq: np.ndarray, k_cap: int, costs: CostModel) -> Draft | None: ...
 
@@ -165,7 +166,7 @@ class PromptLookup:
         self._open: deque[_Open] = deque(maxlen=self.MAX_OPEN)
         self.scored = 0  # positions scored, ever
 
-    def begin(self, extra: Sequence[Sequence[int]] = (), *, prompt: Sequence[int] = ()) -> None:
+    def begin(self, extra: Sequence[Sequence[int]] = (), *, prompt: Sequence[int] = (), seq: int = FULL) -> None:
         """Start a request; `extra` holds token lists worth copying from (suffix, other files)."""
         self.sources = [np.asarray(s, dtype=np.int32) for s in extra if len(s) > 1]
         self._open.clear()
@@ -264,13 +265,17 @@ class DraftModel:
         self.prompt_ms = 0.0  # reading the prompts into its own context, ever
         self.drafts = self.drafted = self.accepted = 0
         self.source = source or str(engine.path)  # the file the user named, when the engine loads a converted copy
+        self.seq = FULL  # the target's sequence it drafts for (begin)
 
-    def begin(self, extra: Sequence[Sequence[int]] = (), *, prompt: Sequence[int] = ()) -> None:
+    def begin(self, extra: Sequence[Sequence[int]] = (), *, prompt: Sequence[int] = (), seq: int = FULL) -> None:
         """Read the prompt now, from what its context holds: a draft step then costs one token
-        read, and the draft's step time is not mistaken for the prompt's."""
+        read, and the draft's step time is not mistaken for the prompt's. It drafts on the
+        target's sequence number, so a short prompt does not evict the full one it holds."""
+        self.seq = seq
         if prompt and len(prompt) < self.engine.n_ctx:
             t0 = time.perf_counter()
-            self.engine.prefill(list(prompt))
+            self.engine.make_room(seq, len(prompt))
+            self.engine.prefill(list(prompt), seq=seq)
             self.prompt_ms += (time.perf_counter() - t0) * 1000
 
     def end(self, completion: Sequence[int]) -> None:
@@ -286,10 +291,11 @@ class DraftModel:
         if k == 0 or len(seq) + k >= self.engine.n_ctx:
             return None
         t0 = time.perf_counter()
-        logits, reused = self.engine.prefill(seq.tolist())
+        self.engine.make_room(self.seq, len(seq) + k)
+        logits, reused = self.engine.prefill(seq.tolist(), seq=self.seq)
         out = [int(np.argmax(logits))]
         while len(out) < k:
-            (logits,) = self.engine.eval([out[-1]], want_rows=[0])
+            (logits,) = self.engine.eval([out[-1]], want_rows=[0], seq=self.seq)
             out.append(int(np.argmax(logits)))
         if len(seq) - reused <= 2:  # in step: the pending token (and the last draft's) read, then k - 1 steps
             ms = (time.perf_counter() - t0) * 1000 / k
@@ -321,10 +327,10 @@ class Auto:
     def __init__(self, lookup: PromptLookup, model: DraftModel | None) -> None:
         self.lookup, self.model = lookup, model
 
-    def begin(self, extra: Sequence[Sequence[int]] = (), *, prompt: Sequence[int] = ()) -> None:
+    def begin(self, extra: Sequence[Sequence[int]] = (), *, prompt: Sequence[int] = (), seq: int = FULL) -> None:
         self.lookup.begin(extra)
         if self.model is not None:
-            self.model.begin(prompt=prompt)
+            self.model.begin(prompt=prompt, seq=seq)
 
     def end(self, completion: Sequence[int]) -> None:
         self.lookup.end(completion)

@@ -12,6 +12,7 @@ from same_output import assert_same_greedy, near_ties
 from speculative import Engine, ModelError
 from speculative.cost_model import CostModel
 from speculative.drafters import Auto, Draft, DraftModel, PromptLookup, check_same_vocab
+from speculative.seqs import FULL, SHORT
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 SOURCES = ["json/encoder.py", "argparse.py", "csv.py"]
@@ -43,7 +44,7 @@ class GarbageDrafter:
     def __init__(self, k=6):
         self.k, self.rng = k, np.random.default_rng(0)
 
-    def begin(self, extra=(), *, prompt=()):
+    def begin(self, extra=(), *, prompt=(), seq=0):
         pass
 
     def end(self, completion):
@@ -128,6 +129,21 @@ def test_same_model_as_its_own_draft_is_lossless_and_accepts_everything(engine, 
         check_trace(r)
         # The draft is the target: its single steps and the verify batch part only at near-ties.
         assert r.drafted > 0 and r.drafted - r.accepted <= near_ties(plain)
+
+
+def test_the_draft_drafts_on_the_targets_sequence_and_keeps_the_full_prompt(engine, prompts, plain_outputs,
+                                                                           self_draft):
+    """A short prompt (its own KV sequence in the target) drafts on the same sequence in the
+    draft's context: the full prompt the draft read stays, so going back there reads nothing."""
+    full, short = prompts[0], prompts[1][-40:]
+    self_draft.ms_per_token = 0.0
+    decode(engine, full, max_tokens=8, drafter=self_draft, costs=eager())
+    assert self_draft.engine.held(FULL)[:len(full)] == list(full)
+    r = decode(engine, short, max_tokens=8, drafter=self_draft, costs=eager(), seq=SHORT)
+    assert self_draft.engine.held(SHORT)[:len(short)] == list(short) and r.drafted > 0
+    assert self_draft.engine.held(FULL)[:len(full)] == list(full)  # not evicted by the short prompt
+    again = decode(engine, full, max_tokens=40, drafter=self_draft, costs=eager())
+    assert_same_greedy(plain_outputs[0], again.tokens, "self draft, back at the full prompt")
 
 
 def test_auto_uses_the_draft_model_when_lookup_has_nothing(engine, prompts, plain_outputs, self_draft):
