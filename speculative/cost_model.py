@@ -148,9 +148,24 @@ def cache_dir() -> Path:
     return Path(os.environ.get("SPECFILL_CACHE_DIR") or Path.home() / ".cache" / "specfill")
 
 
+FINGERPRINT_BYTES = 1 << 20
+
+
+def _fingerprint(model_path: Path) -> str:
+    """The model file by its content, cheaply: its size, its first MiB (a GGUF's header: the
+    metadata and every tensor's shape and type, which is what the costs depend on) and its last.
+    A copy, a renamed file or a pull of the same file elsewhere keeps its profile."""
+    h = hashlib.sha256()
+    with model_path.open("rb") as f:
+        size = f.seek(0, 2)
+        for at in (0, max(0, size - FINGERPRINT_BYTES)):
+            f.seek(at)
+            h.update(f.read(FINGERPRINT_BYTES))
+    return f"{size}:{h.hexdigest()}"
+
+
 def _cache_key(model_path: Path, threads: int, build: str) -> str:
-    st = model_path.stat()
-    raw = f"{model_path.resolve()}|{st.st_size}|{st.st_mtime_ns}|threads={threads}|{build}|{PROFILE_VERSION}"
+    raw = f"{_fingerprint(model_path)}|threads={threads}|{build}|{PROFILE_VERSION}"
     return hashlib.sha256(raw.encode()).hexdigest()[:24]
 
 

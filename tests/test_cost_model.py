@@ -108,6 +108,21 @@ def test_profile_is_cached_per_model_file_and_threads(engine, tmp_path, monkeypa
     assert load_cost_model(engine, 1, "b").verify_ms[1] != 999.0
 
 
+def test_a_copy_of_a_model_file_elsewhere_keeps_its_profile_and_another_file_does_not(tmp_path):
+    """The cache key is the file's content (size, first and last MiB), not its path: a model
+    pulled again under another name, or moved, is not profiled anew."""
+    from speculative.cost_model import _cache_key
+
+    data = bytes(range(256)) * 20_000
+    (tmp_path / "a").mkdir()
+    for name, content in (("a/model.gguf", data), ("copy.gguf", data), ("other.gguf", data[:-1] + b"x")):
+        (tmp_path / name).write_bytes(content)
+    key = _cache_key(tmp_path / "a" / "model.gguf", 2, "b")
+    assert _cache_key(tmp_path / "copy.gguf", 2, "b") == key
+    assert _cache_key(tmp_path / "other.gguf", 2, "b") != key
+    assert _cache_key(tmp_path / "copy.gguf", 1, "b") != key
+
+
 def test_check_measures_the_verify_costs_once_and_the_server_starts_with_them(tmp_path, monkeypatch):
     """The install runs `specfill check --costs`, so the first start does not measure them
     (3 s before the first suggestion). Shipped weights: no conversion into the empty cache."""

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -239,13 +241,17 @@ RECORD_NOTES = ("_G.notes = {}; local notify = vim.notify;"
 
 
 def hub_env(hub: Hub, tmp_path) -> dict[str, str]:
-    return {"HF_ENDPOINT": hub.url, "SPECFILL_CACHE_DIR": str(tmp_path / "cache"),
-            "XDG_DATA_HOME": str(tmp_path / "data")}
+    """The hub here; the session's cache (tests/conftest.py), where the profile of the served
+    bytes is measured once; the kept choice in the test's folder."""
+    return {"HF_ENDPOINT": hub.url, "XDG_DATA_HOME": str(tmp_path / "data")}
+
+
+HUB = Path(os.environ["SPECFILL_CACHE_DIR"]) / "models" / "hub"
 
 
 def test_specfill_model_pulls_a_model_of_the_list_and_takes_its_draft(tmp_path):
     model = resolve_model_path(None).read_bytes()
-    target, draft = BY_NAME["qwen2.5-coder-1.5b"], BY_NAME["qwen2.5-coder-0.5b"]
+    target, draft = BY_NAME["deepseek-coder-6.7b"], BY_NAME["deepseek-coder-1.3b"]  # pulled by no other test
     hub = Hub(files={(target.repo, target.file): model, (draft.repo, draft.file): model}, bytes_per_s=25e6)
     path = tmp_path / "shapes.py"
     path.write_text(SOURCE)
@@ -275,19 +281,19 @@ def test_specfill_model_pulls_a_model_of_the_list_and_takes_its_draft(tmp_path):
     assert f"can draft with {draft.name}" in asked
     assert settings == {"weights": "shipped", "path": target.name, "draftPath": draft.name}
     for entry in (target, draft):
-        assert (tmp_path / "cache" / "models" / "hub" / entry.repo / entry.file).read_bytes() == model
+        assert (HUB / entry.repo / entry.file).read_bytes() == model
     kept = json.loads((tmp_path / "data" / "nvim" / "specfill" / "model.json").read_text())
     assert kept == {"path": target.name, "draftPath": draft.name}  # for the next start
 
 
 def test_specfill_model_bang_cancels_a_download_and_keeps_the_model(tmp_path):
-    target = BY_NAME["qwen2.5-coder-1.5b"]
+    target = BY_NAME["qwen2.5-coder-7b"]  # pulled by no other test
     hub = Hub(files={(target.repo, target.file): resolve_model_path(None).read_bytes()}, bytes_per_s=2e6)
     nvim = start_nvim(PULL_SETUP, env=hub_env(hub, tmp_path))
     try:
         nvim.exec_lua(RECORD_NOTES)
         nvim.command(f"SpecfillModel {target.name}")
-        part = tmp_path / "cache" / "models" / "hub" / target.repo / f"{target.file}.part"
+        part = HUB / target.repo / f"{target.file}.part"
         deadline = time.monotonic() + 60
         while not (part.exists() and part.stat().st_size > 1_000_000):
             assert time.monotonic() < deadline, "the download never started"
@@ -302,4 +308,4 @@ def test_specfill_model_bang_cancels_a_download_and_keeps_the_model(tmp_path):
         hub.close()
     assert any("the model in use stays" in n for n in notes), notes
     assert settings == {"weights": "shipped"} and part.exists()
-    assert not (tmp_path / "cache" / "models" / "hub" / target.repo / target.file).exists()
+    assert not (HUB / target.repo / target.file).exists()

@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -20,12 +19,11 @@ from speculative import resolve_model_path
 from tests.hub_server import Hub
 from tests.lsp_helpers import client_fixture, complete, field, open_doc, stats, wait_ready
 
-TARGET = BY_NAME["qwen2.5-coder-0.5b"]
-CACHE = Path(tempfile.mkdtemp(prefix="specfill-pull-"))  # the server's cache: where the pull lands
+TARGET = BY_NAME["qwen2.5-coder-1.5b"]  # pulled by no other test into the session's cache
+CACHE = Path(os.environ["SPECFILL_CACHE_DIR"])  # tests/conftest.py's: the served bytes' profile is measured once
 
 # Weights as shipped: this test is about finding the pulled file, not converting it.
-client = client_fixture({"specfill": {"model": {"weights": "shipped"}, "completion": {"minConfidence": 0}}},
-                        env={"SPECFILL_CACHE_DIR": str(CACHE)})
+client = client_fixture({"specfill": {"model": {"weights": "shipped"}, "completion": {"minConfidence": 0}}})
 
 
 @pytest.mark.asyncio

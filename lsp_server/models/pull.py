@@ -6,7 +6,6 @@ hub's. A file that never got its name is never loaded, so the model in use stays
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import os
 import re
@@ -30,6 +29,7 @@ from huggingface_hub.file_download import http_get
 from huggingface_hub.utils import build_hf_headers, disable_progress_bars
 
 from lsp_server.models.catalog import local_path
+from speculative.convert import sha256
 
 Progress = Callable[[int, int], None]  # (bytes on disk, bytes in all)
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -113,14 +113,6 @@ def _check_space(folder: Path, need: int) -> None:
                         "disk) and pull again")
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _transfer(url: str, part: Path, have: int, size: int, progress: Progress | None) -> None:
     try:
         with part.open("ab") as f, disable_progress_bars():
@@ -159,7 +151,7 @@ def pull(repo: str, file: str, progress: Progress | None = None, revision: str =
         _check_space(dest.parent, size - have)
         stamp.write_text(json.dumps({"repo": repo, "file": file, "sha256": sha, "commit": meta.commit_hash}))
         _transfer(meta.location, part, have, size, progress)
-        got = _sha256(part)
+        got = sha256(part)
         if got != sha:
             part.unlink()
             stamp.unlink(missing_ok=True)
