@@ -8,8 +8,15 @@ so by name, instead of a cancellation test failing for no visible reason.
 
 from __future__ import annotations
 
+import numpy as np
 from decode_helpers import decode
+from editor_sample import PICTURE, PICTURE_SUGGESTION, PICTURE_TYPED
 from lsp_helpers import REPEATED
+
+from lsp_server.settings import Settings
+from prompts import build_prompt, family_for, prompt_tokens
+from prompts.heal import heal_split
+from speculative.heal import Heal, PieceIndex
 
 MARGIN = 2.0  # logits between the chosen token and the next, at every token
 
@@ -20,3 +27,40 @@ def test_the_repeated_line_goes_on_for_hundreds_of_tokens_each_by_a_wide_margin(
     assert r.stop_reason == "max_tokens" and len(r.tokens) == 420
     assert set(r.text.replace(" ", "").split(",")) <= {"1", ""}
     assert min(t["gap"] for t in r.trace) >= MARGIN
+
+
+LINE_MARGIN = 1.0  # twice the near-tie gap (bench/divergence.py GAP_TIE) at which kernels were seen to differ
+
+
+def _greedy_margins(engine, prompt: list[int], heal: Heal, max_tokens: int) -> tuple[str, list[float], list[float]]:
+    """Greedy decoding as the server does it (the healed text first, among the tokens that
+    reproduce it), with each step's margin between the chosen token and the next one allowed,
+    and each chosen token's probability."""
+    engine.reset()
+    (row,) = engine.eval(prompt, want_rows=[len(prompt) - 1])
+    tokens, margins, probs = [], [], []
+    for _ in range(max_tokens):
+        allowed = heal.allowed()
+        ids = allowed if allowed is not None else np.arange(len(row))
+        top = ids[np.argsort(row[ids])[::-1][:2]]
+        margins.append(float(row[top[0]] - row[top[1]]) if len(top) > 1 else np.inf)  # one way to spell it
+        tokens.append(int(top[0]))
+        probs.append(float(1 / np.exp(row[ids] - row[top[0]]).sum()))
+        heal.advance(int(top[0]))
+        if "\n" in engine.detokenize(tokens):
+            break
+        (row,) = engine.eval([int(top[0])], want_rows=[0])
+    return engine.detokenize(tokens), margins, probs
+
+
+def test_the_readme_picture_suggestion_is_certain(engine):
+    """The README's first picture: the typed `2` is healed (regenerated among the tokens that
+    spell it), then the line goes on; every choice leads the next allowed one widely."""
+    head, healed = heal_split(PICTURE + PICTURE_TYPED)
+    prompt = prompt_tokens(engine, build_prompt(family_for(engine), head, "", "shapes.py"), 1024)
+    pieces = engine.pieces()
+    text, margins, probs = _greedy_margins(engine, prompt, Heal(PieceIndex(pieces), pieces, healed.encode()), 12)
+    assert text.split("\n")[0] == healed + PICTURE_SUGGESTION
+    assert min(margins[:-1]) >= LINE_MARGIN, margins  # the last token ends the line
+    # Sure enough that completion.minConfidence (0.4) cuts nothing of the line.
+    assert min(probs[:-1]) >= Settings().completion.min_confidence + 0.1, probs

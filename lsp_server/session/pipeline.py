@@ -113,6 +113,7 @@ class Pipeline:
 
     async def _suggest(self, at: Place, settings: Settings, invoked: bool,
                        tell: Callable[[str], None]) -> Suggestion | None:
+        t0 = time.perf_counter()
         if (why := refusal(settings, at.path, at.language, invoked)) is not None:
             log.debug("nothing asked at %s: %s", at.path, why)
             return None
@@ -133,7 +134,9 @@ class Pipeline:
         if not self.worker.ready:
             return None
         flight = self._start(at, settings, tell)
-        return await self._answer(flight, at, settings, at.prefix)
+        if (s := await self._answer(flight, at, settings, at.prefix)) is not None:
+            self.stats.new_suggestion_ms.append((time.perf_counter() - t0) * 1000)
+        return s
 
     async def suggest_candidates(self, at: Place, settings: Settings,
                                  tell: Callable[[str], None]) -> list[Suggestion]:

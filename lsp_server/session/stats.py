@@ -52,6 +52,9 @@ class Stats:
     ttft_cold_ms: deque = field(default_factory=lambda: deque(maxlen=LATENCIES_KEPT))
     ttft_warm_ms: deque = field(default_factory=lambda: deque(maxlen=LATENCIES_KEPT))
     latency_ms: deque = field(default_factory=lambda: deque(maxlen=LATENCIES_KEPT))
+    # A keystroke to the suggestion the model made for it: what the status bar shows (the type-through
+    # cache's instant answers and the empty ones would make latency_ms's median say 0).
+    new_suggestion_ms: deque = field(default_factory=lambda: deque(maxlen=LATENCIES_KEPT))
     started: float = field(default_factory=time.time)
 
     def generation(self, result: Completion) -> None:
@@ -78,6 +81,7 @@ class Stats:
             "requests": self.requests, "cancelled": self.cancelled, "cache_hits": self.cache_hits,
             "errors": self.errors, "superseded": self.superseded, "shown": self.shown, "accepted": self.accepted,
             "ttft_ms": percentiles(self.ttft_ms), "latency_ms": percentiles(self.latency_ms),
+            "new_suggestion_ms": {**percentiles(self.new_suggestion_ms), "n": len(self.new_suggestion_ms)},
             "ttft_cold_ms": {**percentiles(self.ttft_cold_ms), "n": len(self.ttft_cold_ms)},
             "ttft_warm_ms": {**percentiles(self.ttft_warm_ms), "n": len(self.ttft_warm_ms)},
             "short": self.short, "healed": self.healed, "hidden": self.hidden, "cut": self.cut,

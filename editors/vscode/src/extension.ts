@@ -130,14 +130,15 @@ async function refreshStatus(context: vscode.ExtensionContext): Promise<void> {
     } else if (s.state === 'error') {
       showStatus('$(error) specfill', `error: ${s.error}`, true);
     } else {
-      const latency = s.latency_ms?.p50 != null ? ` ${Math.round(s.latency_ms.p50)} ms` : '';
+      // The median wait for a new suggestion (not the type-through cache's instant ones).
+      const latency = s.new_suggestion_ms?.n ? ` ${Math.round(s.new_suggestion_ms.p50)} ms` : '';
       const accept = s.shown ? ` ${Math.round(100 * s.accept_rate)}%` : '';
       const { icon, words } = controlState(context, vscode.window.activeTextEditor);
       const manual = vscode.workspace.getConfiguration(SECTION).get<string>('completion.trigger') === 'manual';
       const shared = s.shared ? `, shared server (${s.sessions} windows)` : '';
       showStatus(`${icon} specfill${words ? ` ${words}` : `${latency}${accept}`}`,
         `${model} (${s.family}${shared}), ${words || (manual ? 'on when asked (Alt+\\)' : 'on')}: ` +
-        `p50 latency${latency || ' -'}, accepted${accept || ' -'} of shown. Click for the controls.`);
+        `a new suggestion in${latency || ' -'} (median), accepted${accept || ' -'} of shown. Click for the controls.`);
     }
   } catch {
     // a restart in progress; the next poll tells
