@@ -46,11 +46,13 @@ def test_ghost_text_appears_and_tab_accepts_it(vscode, tmp_path):
     assert shot.exists()
     if os.environ.get("SPECFILL_SCREENSHOTS"):  # README figure: SPECFILL_SCREENSHOTS=docs
         shutil.copy(shot, Path(os.environ["SPECFILL_SCREENSHOTS"]) / shot.name)
-    ghost = result["ghost"].replace("\xa0", " ")  # Monaco renders spaces as non-breaking ones
-    assert ghost.split("\n")[0] == PICTURE_SUGGESTION
+    # Right, and maybe not whole: when the line takes longer than a moment the server answers
+    # with what it has (pipeline.PARTIAL_MS) and the rest shows as the user types on.
+    shown = result["ghost"].replace("\xa0", " ").split("\n")[0]  # Monaco shows spaces as non-breaking ones
+    assert shown.strip() and PICTURE_SUGGESTION.startswith(shown), shown
     text = path.read_text()
     typed_line = text[len(PICTURE):]
-    assert typed_line.startswith(PICTURE_TYPED + PICTURE_SUGGESTION)
+    assert typed_line.startswith(PICTURE_TYPED + shown)  # Tab took what was shown
     # The status bar: the server's p50 latency and the share of shown suggestions accepted,
     # which is above 0 only if Tab's acceptance reached the server (the item's command).
     (status,) = [s for s in result["status"] if "specfill" in s]
