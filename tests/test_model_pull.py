@@ -201,3 +201,11 @@ def test_check_on_a_pulled_model_names_its_draft_partner(hub, model_bytes, tmp_p
                          capture_output=True, text=True, timeout=120, check=True).stdout
     assert str(tmp_path / "models" / "hub" / big.repo / big.file) in out
     assert f"draft partner {big.draft} (not pulled: specfill model pull {big.draft})" in out
+
+
+def test_a_cache_folder_that_cannot_be_made_is_said_not_a_traceback(hub, tmp_path):
+    (tmp_path / "a-file").write_text("not a folder")
+    env = {**env_for(hub.url, tmp_path), "SPECFILL_CACHE_DIR": str(tmp_path / "a-file" / "cache")}
+    code, events = pull(TARGET.name, env)
+    assert code == 1 and events[-1]["event"] == "error"
+    assert "cannot write the model cache" in events[-1]["message"]

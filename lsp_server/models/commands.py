@@ -73,6 +73,9 @@ def cmd_pull(args: argparse.Namespace) -> int:
     except PullError as exc:
         report.emit("error", message=str(exc))
         return 1
+    except OSError as exc:  # the cache folder itself: not writable, not creatable
+        report.emit("error", message=f"cannot write the model cache ({exc}): check SPECFILL_CACHE_DIR")
+        return 1
     except KeyboardInterrupt:
         report.emit("cancelled", done=report.done, total=report.total)
         if not args.json:

@@ -123,9 +123,8 @@ def _transfer(url: str, part: Path, have: int, size: int, progress: Progress | N
             raise PullError(f"cannot write {part} ({exc.strerror}): free some disk space (or set "
                             "SPECFILL_CACHE_DIR to a bigger disk) and pull again; it goes on from "
                             f"{part.stat().st_size / 1e6:,.0f} MB") from exc
-        if isinstance(exc, HfHubHTTPError | ConnectionError):
-            raise PullError(f"the download broke off ({exc}); pull again: it goes on from where it stopped") from exc
-        raise
+        # The hub's answer cut short, a connection lost for good, an error status mid-way.
+        raise PullError(f"the download broke off ({exc}); pull again: it goes on from where it stopped") from exc
     except NETWORK_ERRORS as exc:
         raise PullError(f"the download broke off ({type(exc).__name__}: {exc}); pull again: it goes on from "
                         "where it stopped") from exc
