@@ -3,7 +3,7 @@
 A request is answered, in order of preference: from the type-through cache (the user typed
 what the last suggestion said); by an in-flight generation that still agrees with what was
 typed; or by a new generation, answered as soon as its first line is complete, or with the
-text so far PARTIAL_MS after its first text (a long line would otherwise arrive after the next
+text so far PARTIAL_MS after its first visible text (a long line would otherwise arrive after the next
 keystroke), or at once when other work waits for the model; the rest is generated in the
 background into the cache. Once a suggestion is complete and shown, what would follow it if it
 were accepted is generated into the cache too (completion.afterAccept), so Tab and a pause
@@ -27,7 +27,7 @@ from lsp_server.settings import Settings
 
 log = logging.getLogger("specfill")
 RELATED_BY_CHARS = 600  # text before the cursor that picks related workspace files
-PARTIAL_MS = 20  # after the first text, answer with what there is rather than wait for the line's end
+PARTIAL_MS = 20  # after the first visible text, answer with what there is rather than wait for the line's end
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,7 @@ class Inflight:
     future: asyncio.Future
     text: str = ""
     first_line: asyncio.Event = field(default_factory=asyncio.Event)  # a line is complete, or PARTIAL_MS passed
+    partial_armed: bool = False  # PARTIAL_MS runs from its first visible text
     waiters: int = 0  # requests waiting on it; a cancelled one stops it only if it was the last
 
     def agrees_with(self, prefix: str, suffix: str) -> bool:
@@ -170,14 +171,16 @@ class Pipeline:
         entry = self.cache.put(at.uri, at.prefix, at.suffix, "", done=False)
 
         def on_text(text: str) -> None:  # on the model thread
-            first = not flight.text
             entry.text = flight.text = text
             if flight.first_line.is_set():
                 return
-            if first_complete_line(text) is not None or (self.worker.wanted and text.split("\n", 1)[0].strip()):
+            shown = text.split("\n", 1)[0].strip()  # what an answer now would show
+            if first_complete_line(text) is not None or (self.worker.wanted and shown):
                 # A line to show; or, as the model's next work waits for the rest, what there is.
                 loop.call_soon_threadsafe(flight.first_line.set)
-            elif first:
+            elif shown and not flight.partial_armed:
+                # Its first visible text (not the spaces before it, which would show as nothing).
+                flight.partial_armed = True
                 loop.call_soon_threadsafe(loop.call_later, PARTIAL_MS / 1000, flight.first_line.set)
 
         others = self.others(at.uri, at.prefix[-RELATED_BY_CHARS:], settings)
