@@ -17,8 +17,12 @@ interface Choice extends vscode.QuickPickItem { run: () => Promise<void> }
 function listModels(exe: string): Promise<Listed[]> {
   return new Promise((resolve, reject) => {
     execFile(exe, ['model', 'list', '--json'], { timeout: 30000 }, (err, stdout, stderr) => {
-      if (err) reject(new Error(`could not list the models (${stderr.trim() || err.message})`));
-      else resolve(JSON.parse(stdout) as Listed[]);
+      if (err) return reject(new Error(`could not list the models (${stderr.trim() || err.message})`));
+      try {
+        resolve(JSON.parse(stdout) as Listed[]);
+      } catch {
+        reject(new Error(`could not read the model list the server printed: ${stdout.slice(0, 200)}`));
+      }
     });
   });
 }
