@@ -16,6 +16,7 @@ from typing import Protocol
 import numpy as np
 
 from speculative.cost_model import MAX_VERIFY, CostModel
+from speculative.engine import CancelFlag
 from speculative.errors import ModelError
 from speculative.seqs import FULL
 
@@ -277,6 +278,12 @@ class DraftModel:
             self.engine.make_room(seq, len(prompt))
             self.engine.prefill(list(prompt), seq=seq)
             self.prompt_ms += (time.perf_counter() - t0) * 1000
+
+    def read(self, prompt: Sequence[int], cancel: CancelFlag, chunk: int) -> None:
+        """Read the target's pending full prompt while idle, making room as `begin` does: the
+        short prompts it drafted on share the context's cells."""
+        self.engine.make_room(FULL, len(prompt))
+        self.engine.read(prompt, cancel, FULL, chunk=chunk)
 
     def end(self, completion: Sequence[int]) -> None:
         pass

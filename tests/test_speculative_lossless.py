@@ -1,7 +1,9 @@
 """Speculation is lossless: every emitted token is the target's own choice, whatever is drafted."""
 
+import argparse
 import dataclasses
 import sysconfig
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -144,6 +146,18 @@ def test_the_draft_drafts_on_the_targets_sequence_and_keeps_the_full_prompt(engi
     assert self_draft.engine.held(FULL)[:len(full)] == list(full)  # not evicted by the short prompt
     again = decode(engine, full, max_tokens=40, drafter=self_draft, costs=eager())
     assert_same_greedy(plain_outputs[0], again.tokens, "self draft, back at the full prompt")
+
+
+def test_the_drafts_background_read_of_a_full_prompt_makes_room_beside_its_short_ones(self_draft):
+    """The target's pending full prompt, read into the draft while idle, fits the draft's cells:
+    short prompts it drafted on give way, as they do in the target."""
+    eng = self_draft.engine
+    text = Path(argparse.__file__).read_text()
+    short, full = eng.tokenize(text[:4000])[:600], eng.tokenize(text[4000:])[:eng.n_ctx - 300]
+    self_draft.begin(prompt=short, seq=SHORT)
+    assert eng.held(SHORT) == short
+    self_draft.read(full, threading.Event(), chunk=256)
+    assert eng.held(FULL) == full[:-1] and eng.held(SHORT) == []  # its last token is read by the request
 
 
 def test_auto_uses_the_draft_model_when_lookup_has_nothing(engine, prompts, plain_outputs, self_draft):

@@ -205,7 +205,7 @@ class LocalBackend:
         try:
             self.engine.read(tokens, stop, FULL, chunk=READ_CHUNK)
             if self.draft is not None:  # the draft's too: a draft step then reads one token, not the prompt
-                self.draft.engine.read(tokens, stop, FULL, chunk=READ_CHUNK)
+                self.draft.read(tokens, stop, chunk=READ_CHUNK)
             self.schedule.want(None)
         except Cancelled:
             pass
