@@ -90,8 +90,8 @@ def model_path(setting: str | None) -> Path:
                              "or choose it with the editor's specfill: Choose Model (Neovim: :SpecfillModel)")
         return resolve_model_path(str(path))
     m = HUB_FILE.match(setting or "")
-    if m and not Path(setting or "").expanduser().exists() and local_path(*m.groups()).is_file():
-        return resolve_model_path(str(local_path(*m.groups())))
+    if m and not Path(setting or "").expanduser().exists() and (hub := local_path(*m.groups())).is_file():
+        return resolve_model_path(str(hub))
     return resolve_model_path(setting or None)
 
 

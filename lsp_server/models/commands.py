@@ -10,7 +10,7 @@ import sys
 import time
 from typing import Any
 
-from lsp_server.models.catalog import BY_NAME, hub_file, listing, pulled
+from lsp_server.models.catalog import BY_NAME, N_CTX, hub_file, listing, pulled
 from speculative.errors import ModelError
 
 PROGRESS_EVERY_S = 0.2
@@ -25,7 +25,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     for m in models:
         print(f"{m['name']:21} {m['size_mb'] / 1000:>6.1f}GB {m['memory_mb'] / 1000:>6.1f}GB  {m['draft'] or '-':20} "
               f"{'yes' if m['pulled'] else 'no':6}  {m['machine']}")
-    print("memory: the file, its KV cache at 4,096 tokens and the server; a draft adds its own")
+    print(f"memory: the file, its KV cache at {N_CTX:,} tokens and the server; a draft adds its own")
     return 0
 
 
