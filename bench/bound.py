@@ -20,6 +20,7 @@ import numpy as np
 
 from speculative.cost_model import CostModel
 from speculative.drafters import PromptLookup
+from speculative.engine import Engine
 
 GAP_BINS = (0.0, 2.0, 5.0, 10.0)  # the target's top-2 logit gap on the last token
 
@@ -46,17 +47,41 @@ def spots(lookup: PromptLookup, prompt: Sequence[int], tokens: Sequence[int],
     return out
 
 
-def best_ms(runs: Sequence[int], costs: CostModel, max_draft: int) -> float:
+def best_ms(runs: Sequence[int], costs: CostModel, max_draft: int, draft_ms: float = 0.0) -> float:
     """Least modelled decode time: from j tokens emitted, a step verifying k of the run's
-    tokens (k <= runs[j]) costs cost(k + 1) and emits k + 1 tokens."""
+    tokens (k <= runs[j]) costs cost(k + 1), plus k draft steps of `draft_ms` for a draft
+    model, and emits k + 1 tokens."""
     m = len(runs)
     if m < 2:
         return 0.0
     best = [0.0] * m  # best[j]: ms to go from tokens[:j + 1] emitted to all m
     for j in range(m - 2, -1, -1):
         top = min(runs[j], max_draft, m - 2 - j)
-        best[j] = min(costs.cost(k + 1) + best[j + k + 1] for k in range(top + 1))
+        best[j] = min(costs.cost(k + 1) + k * draft_ms + best[j + k + 1] for k in range(top + 1))
     return best[0]
+
+
+def draft_runs(draft: Engine, prompt: Sequence[int], tokens: Sequence[int]) -> list[int]:
+    """For each j, how many tokens a draft model's greedy draft after tokens[:j + 1] would
+    have had accepted: the draft reads the target's output once (a row after each token) and
+    its draft from j runs while its choice after each next token is the target's."""
+    if len(tokens) < 2:
+        return [0] * len(tokens)
+    draft.prefill(list(prompt))
+    rows = draft.eval(list(tokens[:-1]), want_rows=range(len(tokens) - 1))
+    agree = [int(np.argmax(r)) == t for r, t in zip(rows, tokens[1:], strict=True)] + [False]
+    runs = [0] * len(tokens)
+    for j in range(len(tokens) - 2, -1, -1):
+        runs[j] = runs[j + 1] + 1 if agree[j] else 0
+    return runs
+
+
+def draft_bound(runs: Sequence[Sequence[int]], costs: CostModel, max_draft: int, draft_ms: float) -> float:
+    """A draft model's speedup over plain with draft lengths chosen in hindsight, in time
+    modelled from the target's costs and the draft's step: no policy with this pair can beat it."""
+    plain = sum(max(0, len(r) - 1) for r in runs) * costs.cost(1)
+    oracle = sum(best_ms(r, costs, max_draft, draft_ms) for r in runs)
+    return plain / oracle if oracle else 1.0
 
 
 def policy_ms(case: Sequence[Spot], k_of: Callable[[str], int], costs: CostModel, max_draft: int) -> float:

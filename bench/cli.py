@@ -113,15 +113,17 @@ def _add_bench_commands(sub) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", help="file to write (default: stdout)")
     p.set_defaults(func=cmd_workload)
-    p = sub.add_parser("regime", help="build heavier twins, truncated drafts and real-shape models for benches, "
-                                      "once, into the cache (e.g. twin:4 twin:10 trunc:20 shape:qwen2.5-coder-1.5b)")
+    p = sub.add_parser("regime", help="build heavier twins, truncated drafts, drafts without middle layers and "
+                                      "real-shape models for benches, once, into the cache (e.g. twin:4 twin:10 "
+                                      "trunc:20 skip:14-15 shape:qwen2.5-coder-1.5b)")
     p.add_argument("names", nargs="+", metavar="NAME")
     p.set_defaults(func=cmd_regime)
     p = sub.add_parser("bench", help="every decoding mode on every workload case, side by side")
     p.add_argument("--workload", required=True, help="JSONL file from `specfill workload`")
     p.add_argument("--model", help="GGUF path, packaged name (smollm2-135m, gemma3-270m) or `specfill regime` name "
                                    "(twin:4)")
-    p.add_argument("--draft-model", help="GGUF or regime name (trunc:20) for the draft mode (default: the target)")
+    p.add_argument("--draft-model", help="GGUF or regime name (trunc:20, skip:14-15) for the draft mode "
+                                         "(default: the target)")
     p.add_argument("--modes", default="plain,anchor,lookup,draft,auto")
     p.add_argument("--max-tokens", type=int, default=48)
     p.add_argument("--prompt-tokens", type=int, default=1024, help="prompt budget in tokens")

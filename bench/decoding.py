@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.bound import bounds, spots
+from bench.bound import bounds, draft_bound, draft_runs, spots
 from bench.divergence import divergence, explained
 from bench.machine import cpu_flags
 from bench.memory import peak_rss_mb, reset_peak
@@ -45,6 +45,7 @@ class ModeStats:
     drafted: int = 0
     accepted: int = 0
     spec_steps: int = 0
+    replayed: int = 0  # tokens read off rows a run before kept: must stay 0 in a comparison of modes
     peak_rss: float = 0.0
 
     def add(self, text: str, tokens: list[int], ttft: float, total: float) -> None:
@@ -116,6 +117,12 @@ def run(workload: str, model: str | None, draft_model: str | None, modes: list[s
         # measured 1.01-1.05x of plain, so the first run after a prefill is a little slower.
         turn = len(prompts) % len(ours)
         for mode in ours[turn:] + ours[:turn]:
+            # Each mode from the same state: the prompt held, no generated rows kept after it
+            # (the next generation from a prompt replays them, which made every mode after a
+            # case's first one replay up to 42 of its tokens for free).
+            engine.truncate(len(ids))
+            if drafter_model is not None:
+                drafter_model.engine.truncate(len(ids))
             reset_peak()
             r = generate(engine, ids, Decoding(max_tokens=max_tokens, stop=parts.stop, max_draft=max_draft),
                          Aids(drafter=drafters[mode], costs=costs, extra_sources=extra))
@@ -124,6 +131,7 @@ def run(workload: str, model: str | None, draft_model: str | None, modes: list[s
             s.drafted += r.drafted
             s.accepted += r.accepted
             s.spec_steps += r.spec_steps
+            s.replayed += r.replayed
             done += 1
             _progress(done, total_runs, f"{case['id']} {mode}")
     if "anchor" in modes:
@@ -149,13 +157,15 @@ def run(workload: str, model: str | None, draft_model: str | None, modes: list[s
     # Replay plain with a trace (untimed: it costs ~0.3 ms a token): the top-2 logit gaps say
     # whether a mode's first difference from plain was a near-tie, and feed the lookup bounds.
     bound_lookup = PromptLookup()
-    case_spots = []
+    case_spots, case_runs = [], []
     for i, (ids, stop) in enumerate(prompts):
         r = generate(engine, ids, Decoding(max_tokens=max_tokens, stop=stop), Aids(tracer=TokenTrace()))
         gaps[i] = [t["gap"] for t in r.trace]
         bound_lookup.begin(extras[i])
         case_spots.append(spots(bound_lookup, ids, plain.tokens[i], gaps[i]))
         bound_lookup.end(plain.tokens[i])
+        if drafter_model is not None:
+            case_runs.append(draft_runs(drafter_model.engine, ids, plain.tokens[i]))
     # The costs as this run's real steps found them, at its typical depth (prompt and half a suggestion).
     depth = int(statistics.median(len(ids) for ids, _ in prompts)) + max_tokens // 2 if prompts else None
     run_costs = CostModel({n: costs.cost(n, depth) for n in costs.verify_ms})
@@ -174,6 +184,7 @@ def run(workload: str, model: str | None, draft_model: str | None, modes: list[s
             "accepted_per_step": s.accepted / s.spec_steps if s.spec_steps else 0.0,
             "acceptance_rate": s.accepted / s.drafted if s.drafted else 0.0,
             "drafted": s.drafted,
+            "replayed": s.replayed,
             "identical": identical,
             "divergences_unexplained": unexplained,
             "ttft_ms": {"p50": pct(s.ttft, 0.5), "p95": pct(s.ttft, 0.95)},
@@ -195,6 +206,9 @@ def run(workload: str, model: str | None, draft_model: str | None, modes: list[s
         "row_cost_steps": {"profile": row_costs(CostModel(costs.verify_ms)), "this_run": row_costs(run_costs)},
         # Modelled speedups of prompt lookup with draft lengths chosen in hindsight, at this run's costs.
         "lookup_bound": bounds(case_spots, run_costs, max_draft),
+        # The same for the draft model, at the draft step this run measured.
+        "draft_bound": (draft_bound(case_runs, run_costs, max_draft, drafter_model.ms_per_token)
+                        if drafter_model is not None else None),
     }
     engine.close()
     if drafter_model is not None:
@@ -211,7 +225,8 @@ def print_table(report: dict) -> None:
     b = report["build"]
     print(f"model {report['model']} ({report['family']}, extra buffers {'+'.join(report['extra_buffers']) or 'none'}), "
           f"{report['n_cases']} cases from {report['workload']}, "
-          f"build {b['build']} (batch-invariant: {b['batch_invariant']}), {report['threads']} threads")
+          f"build {b['build']} (batch-invariant: {b['batch_invariant']}), {report['threads']} threads, "
+          f"CPU flags {report['cpu_flags']}")
     head = (f"{'mode':<8}{'speedup':>8}{'tok/s':>8}{'acc/step':>9}{'acc rate':>9}{'ident.':>7}{'unexpl.':>8}"
             f"{'ttft p50':>9}{'p95':>6}{'lat p50':>8}{'p95':>6}{'p99':>6}{'rss MB':>8}")
     print(head)
@@ -223,6 +238,9 @@ def print_table(report: dict) -> None:
     bound = report["lookup_bound"]
     print(f"lookup's draft lengths chosen in hindsight (modelled from the verify costs): per position "
           f"{bound['per_position']:.2f}x, one per kind of match {bound['per_kind']:.2f}x")
+    if report["draft_bound"] is not None:
+        print(f"the draft model's draft lengths chosen in hindsight (its step {report['draft_ms_per_token']:.1f} ms): "
+              f"{report['draft_bound']:.2f}x")
     rows = report["row_cost_steps"]
     print("a verified row past the first, in plain steps (4 / 16 rows): profiled "
           + " / ".join(f"{v:.2f}" for v in rows["profile"].values()) + ", this run "

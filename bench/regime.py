@@ -8,6 +8,8 @@ of real code models can be fetched here): bench tooling, never loaded by the run
   every extra FFN is computed: latency is all that changes.
 - `trunc:K` — the first K of the embedded model's layers, then its output norm and head: a
   draft whose acceptance is far from 1, at K/30 of its layers' cost.
+- `skip:A-B` — the embedded model without its layers A..B: a draft that agrees with it as
+  often as real pairs of one family do, for the layers skipped.
 - `shape:qwen2.5-coder-0.5b`, `shape:qwen2.5-coder-1.5b` — random Q4_0 weights in those
   models' real shapes on llama.cpp's Qwen2 vocabulary (`make vocabs`), for costs only.
 
@@ -17,7 +19,7 @@ Built once into the cache folder (`specfill regime build`); benches take them by
 from __future__ import annotations
 
 import sys
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,13 +58,16 @@ def regime_dir() -> Path:
 
 
 def resolve(name: str | None) -> Path:
-    """A bench's --model/--draft-model: `twin:N`, `trunc:K`, `shape:NAME` (built on first use),
+    """A bench's --model/--draft-model: `twin:N`, `trunc:K`, `skip:A-B`, `shape:NAME` (built on first use),
     else a path or packaged name as the server takes it."""
     kind, _, arg = (name or "").partition(":")
     if kind == "twin" and arg:
         return twin(float(arg))
     if kind == "trunc" and arg:
         return truncated(int(arg))
+    if kind == "skip" and arg:
+        first, _, last = arg.partition("-")
+        return skipped(int(first), int(last or first))
     if kind == "shape" and arg in SHAPES:
         return random_shape(arg)
     return resolve_model_path(name)
@@ -167,20 +172,39 @@ def twin(factor: float, source: Path | None = None) -> Path:
 
 def truncated(keep: int, source: Path | None = None) -> Path:
     """The source's first `keep` layers, then its output norm and head."""
-    source, out = _paths(source, f"trunc{keep}")
+    return _layers(lambda i: i < keep, keep - 1, f"trunc{keep}", f"trunc:{keep}", source)
+
+
+def skipped(first: int, last: int, source: Path | None = None) -> Path:
+    """The source without its layers first..last (inclusive), the rest renumbered: a draft
+    that stays close to the source, as layer-skipping self-speculation drafts."""
+    return _layers(lambda i: not first <= i <= last, last, f"skip{first}-{last}", f"skip:{first}-{last}", source)
+
+
+def _layers(keep: Callable[[int], bool], last_named: int, tag: str, name: str, source: Path | None) -> Path:
+    """The source with the layers `keep(i)` selects, in order, and every other tensor; the
+    name's layers (up to `last_named`) must be the model's."""
+    source, out = _paths(source, tag)
     if out.exists():
         return out
     reader = gguf.GGUFReader(source)
     arch = str(reader.fields["general.architecture"].contents())
-    if not 0 < keep <= _get(reader, f"{arch}.block_count"):
-        raise ValueError(f"trunc:{keep}: the model has {_get(reader, f'{arch}.block_count')} layers")
+    n = _get(reader, f"{arch}.block_count")
+    new_index: dict[int, int] = {}
+    for i in range(n):
+        if keep(i):
+            new_index[i] = len(new_index)
+    if not 0 <= last_named < n or not new_index:
+        raise ValueError(f"{name}: the model has {n} layers")
     writer = gguf.GGUFWriter(None, arch)
     _copy_fields(reader, writer, {}, skip={f"{arch}.block_count"})
-    writer.add_uint32(f"{arch}.block_count", keep)
+    writer.add_uint32(f"{arch}.block_count", len(new_index))
     for t in reader.tensors:
         parts = t.name.split(".")
-        if parts[0] != "blk" or int(parts[1]) < keep:
+        if parts[0] != "blk":
             _copy_tensor(writer, t)
+        elif int(parts[1]) in new_index:
+            _copy_tensor(writer, t, ".".join([parts[0], str(new_index[int(parts[1])]), *parts[2:]]))
     return _finish(writer, out)
 
 

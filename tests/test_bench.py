@@ -31,9 +31,11 @@ def test_bench_reports_every_mode_and_speculation_is_identical_to_plain(tmp_path
         assert m["decode_tok_s"] > 0 and m["peak_rss_mb"] > 0
         if mode != "anchor":  # equal to plain, or parted from it only at a near-tie (bench.divergence)
             assert m["divergences_unexplained"] == 0
+            assert m["replayed"] == 0, "every mode decodes every token: none read off the rows a run before kept"
     assert report["modes"]["plain"]["speedup"] == 1.0
     bound = report["lookup_bound"]
     assert bound["per_position"] >= bound["per_kind"] >= 1.0, "each may draft nothing; per position knows most"
+    assert report["draft_bound"] >= 1.0, "the self draft's hindsight bound: drafting nothing is plain"
     assert "speedup" in proc.stdout and "anchor" in proc.stdout
     rows = report["row_cost_steps"]
     assert set(rows) == {"profile", "this_run"} and all(set(v) == {"4", "16"} for v in rows.values())

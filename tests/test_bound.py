@@ -1,6 +1,10 @@
-"""The hindsight bounds of prompt lookup: pure functions on token lists and a cost table."""
+"""The hindsight bounds of prompt lookup and a draft model: pure functions on token lists and
+a cost table, and a draft's runs read off the real model."""
 
-from bench.bound import Spot, best_ms, bounds, policy_ms, spots
+from decode_helpers import decode
+from lsp_helpers import REPEATED
+
+from bench.bound import Spot, best_ms, bounds, draft_bound, draft_runs, policy_ms, spots
 from speculative.cost_model import CostModel
 from speculative.drafters import PromptLookup
 
@@ -48,3 +52,24 @@ def test_bounds_order_and_values():
     mixed = [Spot(2, "a"), Spot(0, "a"), Spot(0, "a"), Spot(0, "a"), Spot(0, "a"), Spot(0, "")]
     b = bounds([mixed, mixed[1:] + [Spot(0, "")]], COSTS, 16)
     assert b["per_position"] > b["per_kind"] >= 1.0, "one length per kind cannot tell these positions apart"
+
+
+def test_a_draft_step_is_paid_for_every_drafted_token():
+    # the run of 3 in one step costs cost(4) and 3 draft steps; at 3 ms a draft step that
+    # still beats 4 plain steps, at 10 ms it does not
+    assert best_ms([3, 0, 0, 0, 0], COSTS, 16, draft_ms=3.0) == COSTS.cost(4) + 9.0
+    assert best_ms([3, 0, 0, 0, 0], COSTS, 16, draft_ms=10.0) == 4 * COSTS.cost(1)
+    assert draft_bound([[3, 0, 0, 0, 0]], COSTS, 16, 3.0) == 4 * COSTS.cost(1) / (COSTS.cost(4) + 9.0)
+
+
+def test_a_draft_models_runs_end_where_its_choice_is_not_the_targets(engine):
+    """On the repeated line every next token is certain (test_model_premises), so the model
+    drafting for itself agrees everywhere but at a token put in by hand."""
+    engine.reset()
+    prompt = engine.tokenize(REPEATED)
+    tokens = decode(engine, prompt, max_tokens=20).tokens
+    wrong = next(t for t in engine.tokenize(" 7 x") if t not in tokens)
+    tokens[10] = wrong
+    runs = draft_runs(engine, prompt, tokens)
+    assert runs[:10] == list(range(9, -1, -1)), "from j the draft agrees up to the token before the wrong one"
+    assert runs[-1] == 0

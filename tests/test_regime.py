@@ -1,12 +1,14 @@
 """The heavier-target regime's models (bench/regime.py): a twin whose logits are the
 original's bit for bit at several times its cost, and a truncated copy that loads and drafts."""
 
+import gguf
 import numpy as np
 import pytest
 from decode_helpers import decode
 from same_output import assert_same_greedy
 
 from bench import regime
+from bench.bound import draft_runs
 from speculative.cost_model import CostModel
 from speculative.drafters import DraftModel
 from speculative.engine import Engine
@@ -55,3 +57,25 @@ def test_a_truncated_copy_loads_and_its_drafts_are_verified_losslessly(source, e
 def test_a_name_past_the_layers_is_a_clear_error(source):
     with pytest.raises(ValueError, match="trunc:99: the model has 30 layers"):
         regime.truncated(99, source)
+
+
+def test_a_copy_without_middle_layers_drops_them_and_its_drafts_are_verified_losslessly(source, engine):
+    with pytest.raises(ValueError, match="skip:29-31: the model has 30 layers"):
+        regime.skipped(29, 31, source)
+    path = regime.skipped(14, 15, source)
+    assert int(gguf.GGUFReader(path).fields["llama.block_count"].contents()) == 28
+    draft = Engine(path, n_ctx=1024)
+    try:
+        engine.reset()
+        prompt = engine.tokenize(CODE * 3)
+        plain = decode(engine, prompt, max_tokens=24, trace=True)
+        runs = draft_runs(draft, prompt, plain.tokens)  # how often it agrees is the bench's to say
+        assert len(runs) == len(plain.tokens) and runs[-1] == 0
+        drafter = DraftModel(draft, engine, CostModel({1: 0.01, 32: 0.02}))
+        engine.truncate(len(prompt) - 1)
+        spec = decode(engine, prompt, max_tokens=24, drafter=drafter, costs=CostModel({1: 10.0, 32: 12.0}))
+        assert spec.drafted > 0 and spec.accepted <= spec.drafted
+        assert_same_greedy(plain, spec.tokens, "the draft without two middle layers")
+    finally:
+        draft.close()
+        engine.reset()
