@@ -22,12 +22,18 @@ from speculative.seqs import FULL
 
 MAX_NGRAM = 32  # match lengths counted up to this
 PROBES, PROBE_P, PROBE_TOKENS = 8, 0.9, 4  # a draft model's first steps: tried optimistically, then measured
+REPROBE = 32  # steps without a draft before a draft model is tried again with one token
+LOOKS_JUDGED, LOOKS_DECAY = 16, 0.97  # looks before a draft model's looking is judged; their weight over time
+# A draft model's acceptance is learned per band of its own probability of the token (llama.cpp
+# stops drafting below one, p_min): a doubted token is mostly rejected, a sure one mostly kept.
+SURE_BANDS = (0.9, 0.6, 0.3, 0.0)
 
 
 @dataclass
 class Draft:
     tokens: list[int]
     bucket: str  # which acceptance estimate it was chosen with
+    bands: tuple[int, ...] = ()  # a draft model's: its confidence band of each token
 
 
 class Drafter(Protocol):
@@ -233,6 +239,31 @@ class PromptLookup:
         pass  # scored token by token in _score, drafted or not
 
 
+@dataclass
+class Looks:
+    """What the steps where a draft model looked ahead have yielded: tokens emitted, and ms (its
+    own time, measured, and the verify's, modelled), decayed to follow the text. Looking costs a
+    draft step even where the draft then doubts its token and drafts nothing, which no price of
+    a drafted token shows: a draft that looks in vain more than it gains stops looking."""
+
+    tokens: float = 0.0
+    ms: float = 0.0
+    n: int = 0
+
+    def add(self, tokens: int, ms: float) -> None:
+        self.tokens, self.ms, self.n = LOOKS_DECAY * self.tokens + tokens, LOOKS_DECAY * self.ms + ms, self.n + 1
+
+    def pay(self, plain_ms: float) -> bool:
+        """Whether looking has yielded tokens at least as fast as plain steps (`plain_ms` a token)."""
+        return self.n < LOOKS_JUDGED or self.tokens * plain_ms >= self.ms
+
+
+def _band(logits: np.ndarray, tok: int) -> int:
+    """Which band of SURE_BANDS the draft's own probability of `tok` falls in."""
+    prob = 1.0 / float(np.exp(logits - logits[tok], dtype=np.float64).sum())
+    return next(i for i, lo in enumerate(SURE_BANDS) if prob >= lo)
+
+
 def check_same_vocab(target, draft) -> None:
     """A draft model must share the target's vocabulary token for token; else a clear error."""
     problems = []
@@ -260,13 +291,17 @@ class DraftModel:
 
     def __init__(self, engine, target, draft_costs: CostModel, source: str | None = None) -> None:
         check_same_vocab(target, engine)
-        self.engine = engine
-        self.acceptance = Acceptance({"model": 0.5})
+        self.engine, self.costs = engine, draft_costs  # its own costs: what a step and a read take
+        # priors: a draft about as right as it is sure
+        self.acceptance = Acceptance({f"model/{i}": max(0.2, lo) for i, lo in enumerate(SURE_BANDS)})
         self.ms_per_token = draft_costs.cost(1)  # one draft step, refined as drafts are timed
         self.prompt_ms = 0.0  # reading the prompts into its own context, ever
         self.drafts = self.drafted = self.accepted = 0
         self.source = source or str(engine.path)  # the file the user named, when the engine loads a converted copy
         self.seq = FULL  # the target's sequence it drafts for (begin)
+        self.idle = 0  # steps since it last drafted
+        self.looks = Looks()
+        self._step_ms = 0.0  # the last draft's step: its own time and its verify's, modelled
 
     def begin(self, extra: Sequence[Sequence[int]] = (), *, prompt: Sequence[int] = (), seq: int = FULL) -> None:
         """Read the prompt now, from what its context holds: a draft step then costs one token
@@ -289,28 +324,65 @@ class DraftModel:
         pass
 
     def propose(self, seq: np.ndarray, k_cap: int, costs: CostModel) -> Draft | None:
-        p = self.acceptance.p("model")
-        if self.acceptance.steps < PROBES:
-            # A draft never tried would never be measured: its first steps are priced as if it
-            # were as good as a draft of the same family can be, a few tokens at most.
-            p, k_cap = max(p, PROBE_P), min(k_cap, PROBE_TOKENS)
-        k = costs.choose([p] * k_cap, self.ms_per_token, depth=len(seq))
-        if k == 0 or len(seq) + k >= self.engine.n_ctx:
+        probing = self.drafts < PROBES
+        if probing:  # a draft never tried would never be measured: a few tokens, priced hopefully
+            k_cap = min(k_cap, PROBE_TOKENS)
+        best = max(self._p(band, probing) for band in range(len(SURE_BANDS)))  # its acceptance where it is surest
+        plain_ms = costs.cost(1, len(seq))
+        if not costs.choose([best] * k_cap, self.ms_per_token, depth=len(seq)) or not self.looks.pay(plain_ms):
+            # Nor would a draft that stopped after a bad start: one token now and then keeps
+            # its acceptance current, while a draft that good would pay at all.
+            self.idle += 1
+            if self.idle < REPROBE or not costs.choose([PROBE_P], self.ms_per_token, depth=len(seq)):
+                return None
+            k_cap = 1
+        self.idle = 0
+        k_cap = min(k_cap, self.engine.n_ctx - len(seq) - 1)
+        if k_cap < 1:
             return None
         t0 = time.perf_counter()
-        self.engine.make_room(self.seq, len(seq) + k)
+        self.engine.make_room(self.seq, len(seq) + k_cap)
         logits, reused = self.engine.prefill(seq.tolist(), seq=self.seq)
-        out = [int(np.argmax(logits))]
-        while len(out) < k:
-            (logits,) = self.engine.eval([out[-1]], want_rows=[0], seq=self.seq)
-            out.append(int(np.argmax(logits)))
-        if len(seq) - reused <= 2:  # in step: the pending token (and the last draft's) read, then k - 1 steps
-            ms = (time.perf_counter() - t0) * 1000 / k
+        out, bands, ps = self._draft(logits, k_cap, costs, best, probing, len(seq))
+        if len(seq) - reused <= 2:  # in step: the pending token (and the last draft's) read, then its steps
+            ms = (time.perf_counter() - t0) * 1000 / max(1, len(out))
             self.ms_per_token = 0.8 * self.ms_per_token + 0.2 * ms
-        return Draft(out, "model")
+        k = costs.choose(ps, self.ms_per_token, depth=len(seq)) if k_cap > 1 else len(out)
+        looked_ms = (time.perf_counter() - t0) * 1000
+        if not k:  # it looked, doubted, and the step is a plain one all the same
+            self.looks.add(1, looked_ms + plain_ms)
+            return None
+        self._step_ms = looked_ms + costs.cost(k + 1, len(seq))
+        return Draft(out[:k], "model", tuple(bands[:k]))
+
+    def _draft(self, logits: np.ndarray, k_cap: int, costs: CostModel, best: float, probing: bool,
+               depth: int) -> tuple[list[int], list[int], list[float]]:
+        """Draft greedily, each token with the acceptance of its band of the draft's own
+        confidence, while going on could still pay: tokens after one it doubts are worth
+        little, as the target mostly rejects a doubted token."""
+        out: list[int] = []
+        bands: list[int] = []
+        ps: list[float] = []
+        while True:
+            tok = int(np.argmax(logits))
+            band = _band(logits, tok)
+            out.append(tok)
+            bands.append(band)
+            ps.append(self._p(band, probing))
+            hoped = costs.choose(ps + [best] * (k_cap - len(ps)), self.ms_per_token, depth=depth)
+            if len(out) >= k_cap or hoped <= len(out):
+                return out, bands, ps
+            (logits,) = self.engine.eval([tok], want_rows=[0], seq=self.seq)
+
+    def _p(self, band: int, probing: bool) -> float:
+        p = self.acceptance.p(f"model/{band}")
+        return max(p, PROBE_P) if probing else p
 
     def feedback(self, draft: Draft, accepted: int) -> None:
-        self.acceptance.update(draft.bucket, len(draft.tokens), accepted)
+        """Each drafted token up to the first rejected one tells its band's acceptance."""
+        for i, band in enumerate(draft.bands[: accepted + 1]):
+            self.acceptance.update(f"model/{band}", 1, int(i < accepted))
+        self.looks.add(accepted + 1, self._step_ms)
         self.drafts, self.drafted, self.accepted = self.drafts + 1, self.drafted + len(draft.tokens), \
             self.accepted + accepted
 

@@ -9,11 +9,23 @@ from pathlib import Path
 import numpy as np
 import pytest
 from decode_helpers import decode
+from lsp_helpers import REPEATED
 from same_output import assert_same_greedy, near_ties
 
 from speculative import Engine, ModelError
 from speculative.cost_model import CostModel
-from speculative.drafters import Auto, Draft, DraftModel, PromptLookup, check_same_vocab
+from speculative.drafters import (
+    PROBES,
+    REPROBE,
+    SURE_BANDS,
+    Acceptance,
+    Auto,
+    Draft,
+    DraftModel,
+    Looks,
+    PromptLookup,
+    check_same_vocab,
+)
 from speculative.seqs import FULL, SHORT
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
@@ -179,6 +191,43 @@ def test_measured_costs_keep_a_self_draft_from_drafting(engine, prompts, self_dr
     assert r.drafted == 0
 
 
+def test_a_draft_models_acceptance_is_learned_per_band_of_its_own_confidence(engine, self_draft):
+    """On the repeated line every token is in the surest band (the premise, asserted): a draft
+    drafts there while that band is accepted, and not at all once it is known to be rejected,
+    however good the other bands are."""
+    engine.reset()
+    prompt = engine.tokenize(REPEATED)
+    plain = decode(engine, prompt, max_tokens=24, trace=True)
+    assert min(plain.probs) >= SURE_BANDS[0], "premise: the line is certain, every token in the surest band"
+    costs = CostModel({1: 10.0, 2: 14.0, 32: 134.0})
+    try:
+        for surest, others, drafts in ((1.0, 0.0, True), (0.0, 1.0, False)):
+            self_draft.acceptance = Acceptance({f"model/{i}": surest if i == 0 else others
+                                                for i in range(len(SURE_BANDS))}, weight=1000.0)
+            self_draft.drafts, self_draft.idle, self_draft.ms_per_token, self_draft.looks = PROBES, 0, 0.5, Looks()
+            engine.truncate(len(prompt))  # decoded, not replayed from the rows the run before kept
+            r = decode(engine, prompt, max_tokens=24, drafter=self_draft, costs=costs)
+            assert (r.drafted > 0) == drafts and r.accepted == r.drafted
+            assert_same_greedy(plain, r.tokens, f"self draft, surest band accepted at {surest}")
+    finally:
+        self_draft.acceptance = Acceptance({f"model/{i}": 0.5 for i in range(len(SURE_BANDS))})
+
+
+def test_a_draft_that_stopped_drafting_is_tried_again_with_one_token(engine, prompts, plain_outputs, self_draft):
+    """A bad start must not silence a draft for good: after REPROBE steps without a draft it
+    drafts one token, if a draft that good would pay at all."""
+    costs = CostModel({1: 10.0, 2: 14.0, 32: 134.0})  # a draft of p 0.9 pays one token; of p 0.01 none
+    self_draft.acceptance = Acceptance({f"model/{i}": 0.01 for i in range(len(SURE_BANDS))}, weight=300.0)
+    self_draft.drafts, self_draft.idle, self_draft.ms_per_token, self_draft.looks = PROBES, 0, 1.0, Looks()
+    try:
+        r = decode(engine, prompts[0], max_tokens=40, drafter=self_draft, costs=costs)
+        assert len(r.tokens) > REPROBE + 1, "premise: enough steps for one try"
+        assert r.drafted == 1 and r.spec_steps == 1
+        assert_same_greedy(plain_outputs[0], r.tokens, "a draft tried again")
+    finally:
+        self_draft.acceptance = Acceptance({f"model/{i}": 0.5 for i in range(len(SURE_BANDS))})
+
+
 def test_draft_with_another_vocabulary_is_a_clear_error(engine, gemma_path):
     other = Engine(gemma_path, n_ctx=512)
     try:
@@ -210,19 +259,18 @@ def test_models_that_want_bos_get_it_and_an_empty_file_is_a_prompt(engine, gemma
 
 
 def test_a_new_draft_model_is_tried_before_it_is_judged(engine, model_path):
-    """At the prior alone a cheap draft never pays, so it would never be measured: its first
-    steps are tried as a good draft of the family would be, then its measured acceptance rules."""
-    from speculative.drafters import PROBES
-
+    """At the prior of a doubted token a cheap draft never pays, so it would never be measured
+    there: its first steps are tried as a good draft of the family would be, then its measured
+    acceptance rules."""
     costs = CostModel({1: 10.0, 2: 14.0, 4: 22.0, 8: 38.0, 32: 140.0})  # a verified row: 0.4 of a step
     draft = DraftModel(Engine(model_path, n_ctx=512), engine, CostModel({1: 2.0}))  # a fifth of a step
     try:
         seq = np.array(engine.tokenize("def mean(values):\n    return sum(values) / len("), dtype=np.int32)
-        assert costs.choose([draft.acceptance.p("model")] * 4, draft.ms_per_token) == 0
+        assert costs.choose([draft.acceptance.p("model/2")] * 4, draft.ms_per_token) == 0
         first = draft.propose(seq, 16, costs)
         assert first is not None and 1 <= len(first.tokens) <= 4
         for _ in range(PROBES):
-            draft.feedback(Draft(first.tokens, "model"), 0)  # every draft rejected
+            draft.feedback(first, 0)  # every draft rejected: its first token's band learns so
         assert draft.propose(seq, 16, costs) is None
     finally:
         draft.engine.close()
