@@ -54,7 +54,8 @@ class ModelSettings:
     path: str = _opt("", "GGUF file, or the name of a model of `specfill model list` once pulled (the editors' "
                          "Choose Model), or a packaged model name; empty = the embedded SmolLM2-135M")
     draft_path: str = _opt("", "draft model for speculation.method draft/auto, named as model.path (the same "
-                               "vocabulary as the model); empty = none")
+                               "vocabulary as the model); it also answers the first keystrokes at a new place "
+                               "while a model too slow to read even their short prompt reads; empty = none")
     n_ctx: int = _opt(4096, "context length in tokens", lo=256, hi=131072)
     threads: int = _opt(0, "decode threads; 0 = all cores, one fewer for each core other processes keep busy",
                         lo=0, hi=256)

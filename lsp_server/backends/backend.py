@@ -39,6 +39,7 @@ class Completion(GenerationResult):
     server's own "word": cut at a doubted token inside a word the file's words completed."""
 
     short: bool = False  # answered from the short prompt (the full one was not read yet)
+    by_draft: bool = False  # the draft model answered while the heavier target read
     cpu_ms: float = 0.0  # CPU time of the model thread on this request
     alternatives: list[str] = field(default_factory=list)  # other candidates, when asked for
 

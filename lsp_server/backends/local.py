@@ -38,6 +38,7 @@ log = logging.getLogger("specfill")
 LOOKUP_FILES = 4  # context files prompt lookup may copy from
 LOOKUP_CHARS = 8000  # of each, for prompt lookup
 SUFFIX_LOOKUP_CHARS = 4000  # of the text after the cursor, for prompt lookup
+DRAFT_ANSWERS_FASTER = 2.0  # the draft answers for the target only when it reads this many times faster
 
 
 def open_engine(source, weights: str, n_ctx: int, threads: int | None, warnings: list) -> tuple[Engine, object]:
@@ -128,43 +129,64 @@ class LocalBackend:
         else:
             # A read left pending for the place before would evict this one between keystrokes.
             self.schedule.want(None)
-        self.engine.make_room(prompt.seq, len(prompt.tokens) + clamp_max_tokens(req.settings.completion.max_tokens,
-                                                                                  self.engine.n_ctx))
+        engine = self.draft.engine if self.draft is not None and short and self._draft_answers(req, prompt) \
+            else self.engine
+        engine.make_room(prompt.seq, len(prompt.tokens) + clamp_max_tokens(req.settings.completion.max_tokens,
+                                                                             engine.n_ctx))
         cpu0 = time.thread_time()
-        result = self._generate(req, prompt)
+        result = self._generate(req, prompt, engine)
         text, reason = result.text, result.stop_reason
         if reason == "confidence" and (word := complete_word(text, req.prefix, req.suffix)):
             text, reason = word, "word"  # the model doubted mid-word: the file's word decides
-        alternatives = self._alternatives(req, prompt, result)
+        alternatives = self._alternatives(req, prompt, result, engine)
         if alternatives is None:
             alternatives, reason = [], "cancelled"  # stopped while branching: counts as superseded
-        done = Completion.of(result, short=short, alternatives=alternatives,
+        done = Completion.of(result, short=short, by_draft=engine is not self.engine, alternatives=alternatives,
                              cpu_ms=(time.thread_time() - cpu0) * 1000)
         done.text, done.stop_reason = text, reason
         _log_generation(done)
         return done
 
-    def _generate(self, req: Request, prompt: Prompt) -> GenerationResult:
+    def _draft_answers(self, req: Request, prompt: Prompt) -> bool:
+        """Whether the draft model answers from the short prompt: when the target cannot read
+        even that within the prompt budget (a heavy target, a place just landed on) and the
+        draft reads it in well under the target's time. Its sequence for the place then stays
+        cold in the target, so the draft answers there until the full prompt is read."""
+        if self.draft is None:
+            return False
+        n = len(prompt.tokens)
+        target_at = self.engine.common_prefix(prompt.tokens, prompt.seq)
+        draft_at = self.draft.engine.common_prefix(prompt.tokens, prompt.seq)
+        target_ms = self.costs.read.ms(target_at, n - target_at)
+        draft_ms = self.draft.costs.read.ms(draft_at, n - draft_at)
+        return target_ms > req.settings.completion.prompt_budget_ms and DRAFT_ANSWERS_FASTER * draft_ms < target_ms
+
+    def _generate(self, req: Request, prompt: Prompt, engine: Engine) -> GenerationResult:
+        """Generate on the target, speculating as the settings say; on the draft model (it
+        answers while the target reads), plainly: it is the cheap one."""
         s = req.settings
-        sources = [self.engine.tokenize(req.suffix[:SUFFIX_LOOKUP_CHARS], parse_special=False)]  # worth copying
-        sources += [self.engine.tokenize(o.text[-LOOKUP_CHARS:], parse_special=False)
+        sources = [engine.tokenize(req.suffix[:SUFFIX_LOOKUP_CHARS], parse_special=False)]  # worth copying
+        sources += [engine.tokenize(o.text[-LOOKUP_CHARS:], parse_special=False)
                     for o in req.others[:LOOKUP_FILES]]
-        decoding = Decoding(max_tokens=clamp_max_tokens(s.completion.max_tokens, self.engine.n_ctx),
+        decoding = Decoding(max_tokens=clamp_max_tokens(s.completion.max_tokens, engine.n_ctx),
                             stop=prompt.stop, budget_s=s.completion.budget_ms / 1000,
                             min_confidence=s.completion.min_confidence, max_draft=s.speculation.max_draft,
                             seq=prompt.seq)
-        aids = Aids(drafter=self.drafter(s.speculation.method), costs=self.costs, extra_sources=sources,
+        on_target = engine is self.engine
+        aids = Aids(drafter=self.drafter(s.speculation.method) if on_target else None,
+                    costs=self.costs if on_target else None, extra_sources=sources,
                     heal=self.planner.heal(prompt.heal), index=self.planner.pieces, cancel=req.cancel,
                     on_text=req.on_text)
-        return generate(self.engine, prompt.tokens, decoding, aids)
+        return generate(engine, prompt.tokens, decoding, aids)
 
-    def _alternatives(self, req: Request, prompt: Prompt, result: GenerationResult) -> list[str] | None:
+    def _alternatives(self, req: Request, prompt: Prompt, result: GenerationResult,
+                      engine: Engine) -> list[str] | None:
         """Other candidates about as long as the greedy one, all advancing in one batch a
         token; None when a cancel stopped the branching."""
         if req.candidates <= 1 or not result.tokens or req.cancel.is_set():
             return []
-        max_tokens = clamp_max_tokens(req.settings.completion.max_tokens, self.engine.n_ctx)
-        alts = branch(self.engine, prompt.tokens, req.candidates - 1, min(max_tokens, len(result.tokens) + 4),
+        max_tokens = clamp_max_tokens(req.settings.completion.max_tokens, engine.n_ctx)
+        alts = branch(engine, prompt.tokens, req.candidates - 1, min(max_tokens, len(result.tokens) + 4),
                       prompt.stop, exclude=[result.tokens[0]], cancel=req.cancel,
                       heal=self.planner.heal(prompt.heal), seq=prompt.seq)
         return None if req.cancel.is_set() else [text for _, text in alts]
@@ -257,7 +279,8 @@ class LocalBackend:
 
 
 def _log_generation(r: Completion) -> None:
-    log.debug("generation: %s prompt %d tokens (%d reused)%s, %d tokens (%d replayed), drafted %d accepted %d, "
-              "stop %s, ttft %.0f ms, total %.0f ms", "short" if r.short else "full", r.n_prompt, r.n_reused,
+    log.debug("generation: %s prompt%s %d tokens (%d reused)%s, %d tokens (%d replayed), drafted %d accepted %d, "
+              "stop %s, ttft %.0f ms, total %.0f ms", "short" if r.short else "full",
+              " (the draft model answered)" if r.by_draft else "", r.n_prompt, r.n_reused,
               f", healed {r.healed!r}" if r.healed else "", len(r.tokens), r.replayed, r.drafted, r.accepted,
               r.stop_reason, r.ttft_ms, r.total_ms)

@@ -43,6 +43,7 @@ class Stats:
     spec_steps: int = 0
     cpu_ms: float = 0.0  # model thread CPU time spent on generations
     short: int = 0  # answered from the short prompt while the full one was read
+    draft_answers: int = 0  # of those, answered by the draft model while the heavier target read
     healed: int = 0  # generations that regenerated a half-typed word
     hidden: int = 0  # suggestions not shown: the model doubted their first token (minConfidence)
     cut: int = 0  # suggestions cut before a doubted token
@@ -68,6 +69,7 @@ class Stats:
         cold = result.short or result.n_prompt - result.n_reused > COLD_TOKENS
         (self.ttft_cold_ms if cold else self.ttft_warm_ms).append(result.ttft_ms)
         self.short += result.short
+        self.draft_answers += result.by_draft
         self.healed += bool(result.healed)
         if result.stop_reason == "confidence":
             if result.text:
@@ -84,7 +86,8 @@ class Stats:
             "new_suggestion_ms": {**percentiles(self.new_suggestion_ms), "n": len(self.new_suggestion_ms)},
             "ttft_cold_ms": {**percentiles(self.ttft_cold_ms), "n": len(self.ttft_cold_ms)},
             "ttft_warm_ms": {**percentiles(self.ttft_warm_ms), "n": len(self.ttft_warm_ms)},
-            "short": self.short, "healed": self.healed, "hidden": self.hidden, "cut": self.cut,
+            "short": self.short, "draft_answers": self.draft_answers, "healed": self.healed, "hidden": self.hidden,
+            "cut": self.cut,
             "words": self.words,
             "after_accept": self.after_accept,
             "accepted_per_step": self.draft_accepted / self.spec_steps if self.spec_steps else 0.0,

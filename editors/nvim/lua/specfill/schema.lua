@@ -2,7 +2,7 @@
 -- Every server setting: dotted name -> type, default, description, choices, bounds.
 return {
   ["model.path"] = { type = "string", default = "", description = "GGUF file, or the name of a model of `specfill model list` once pulled (the editors' Choose Model), or a packaged model name; empty = the embedded SmolLM2-135M" },
-  ["model.draftPath"] = { type = "string", default = "", description = "draft model for speculation.method draft/auto, named as model.path (the same vocabulary as the model); empty = none" },
+  ["model.draftPath"] = { type = "string", default = "", description = "draft model for speculation.method draft/auto, named as model.path (the same vocabulary as the model); it also answers the first keystrokes at a new place while a model too slow to read even their short prompt reads; empty = none" },
   ["model.nCtx"] = { type = "integer", default = 4096, description = "context length in tokens", minimum = 256, maximum = 131072 },
   ["model.threads"] = { type = "integer", default = 0, description = "decode threads; 0 = all cores, one fewer for each core other processes keep busy", minimum = 0, maximum = 256 },
   ["model.weights"] = { type = "string", default = "auto", description = "auto: a 4-bit model is converted once to Q4_0, which llama.cpp's repacked CPU kernels read faster (cached, kept in step with the file); q4_0: convert any model; shipped: use the file as it is", enum = { "auto", "q4_0", "shipped" } },
