@@ -329,7 +329,8 @@ class DraftModel:
             k_cap = min(k_cap, PROBE_TOKENS)
         best = max(self._p(band, probing) for band in range(len(SURE_BANDS)))  # its acceptance where it is surest
         plain_ms = costs.cost(1, len(seq))
-        if not costs.choose([best] * k_cap, self.ms_per_token, depth=len(seq)) or not self.looks.pay(plain_ms):
+        trying = not costs.choose([best] * k_cap, self.ms_per_token, depth=len(seq)) or not self.looks.pay(plain_ms)
+        if trying:
             # Nor would a draft that stopped after a bad start: one token now and then keeps
             # its acceptance current, while a draft that good would pay at all.
             self.idle += 1
@@ -347,7 +348,7 @@ class DraftModel:
         if len(seq) - reused <= 2:  # in step: the pending token (and the last draft's) read, then its steps
             ms = (time.perf_counter() - t0) * 1000 / max(1, len(out))
             self.ms_per_token = 0.8 * self.ms_per_token + 0.2 * ms
-        k = costs.choose(ps, self.ms_per_token, depth=len(seq)) if k_cap > 1 else len(out)
+        k = len(out) if trying else costs.choose(ps, self.ms_per_token, depth=len(seq))
         looked_ms = (time.perf_counter() - t0) * 1000
         if not k:  # it looked, doubted, and the step is a plain one all the same
             self.looks.add(1, looked_ms + plain_ms)

@@ -213,6 +213,20 @@ def test_a_draft_models_acceptance_is_learned_per_band_of_its_own_confidence(eng
         self_draft.acceptance = Acceptance({f"model/{i}": 0.5 for i in range(len(SURE_BANDS))})
 
 
+def test_a_one_token_draft_is_still_the_cost_models_choice(engine, self_draft):
+    """Near a suggestion's end only one token may be drafted: it is proposed only if it pays,
+    like a longer draft (on the repeated line every token is in the surest band, known here to
+    be rejected)."""
+    seq = np.array(engine.tokenize(REPEATED), dtype=np.int32)
+    self_draft.acceptance = Acceptance({f"model/{i}": 0.0 if i == 0 else 1.0 for i in range(len(SURE_BANDS))},
+                                       weight=1000.0)
+    self_draft.drafts, self_draft.idle, self_draft.ms_per_token, self_draft.looks = PROBES, 0, 0.5, Looks()
+    try:
+        assert self_draft.propose(seq, 1, CostModel({1: 10.0, 2: 14.0, 32: 134.0})) is None
+    finally:
+        self_draft.acceptance = Acceptance({f"model/{i}": 0.5 for i in range(len(SURE_BANDS))})
+
+
 def test_a_draft_that_stopped_drafting_is_tried_again_with_one_token(engine, prompts, plain_outputs, self_draft):
     """A bad start must not silence a draft for good: after REPROBE steps without a draft it
     drafts one token, if a draft that good would pay at all."""
