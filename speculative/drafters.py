@@ -65,7 +65,6 @@ class Acceptance:
     weight: float = 3.0
     wins: dict[str, float] = field(default_factory=dict)
     losses: dict[str, float] = field(default_factory=dict)
-    steps: int = 0
 
     def p(self, bucket: str) -> float:
         prior = self.priors.get(bucket, 0.2)
@@ -76,7 +75,6 @@ class Acceptance:
     def update(self, bucket: str, proposed: int, accepted: int) -> None:
         self.wins[bucket] = self.wins.get(bucket, 0.0) + accepted
         self.losses[bucket] = self.losses.get(bucket, 0.0) + (1 if accepted < proposed else 0)
-        self.steps += 1
 
 
 def longest_match(hay: np.ndarray, tail: np.ndarray, max_n: int = MAX_NGRAM) -> tuple[int, int, int]:

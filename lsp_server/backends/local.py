@@ -92,6 +92,8 @@ class LocalBackend:
         self.schedule = schedule
         self.read_ahead_tokens = 0  # prompt tokens read in the background, ever
         engine.on_read = costs.read.observe  # real reads keep the read rate current
+        if draft is not None:  # the draft's too: whether it answers for the target compares the two
+            draft.engine.on_read = draft.costs.read.observe
 
     @classmethod
     def open(cls, settings: Settings, schedule: ReadAhead, stop: threading.Event,
