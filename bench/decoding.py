@@ -118,8 +118,8 @@ def run(workload: str, model: str | None, draft_model: str | None, modes: list[s
         turn = len(prompts) % len(ours)
         for mode in ours[turn:] + ours[:turn]:
             # Each mode from the same state: the prompt held, no generated rows kept after it
-            # (the next generation from a prompt replays them, which made every mode after a
-            # case's first one replay up to 42 of its tokens for free).
+            # (the next generation from a prompt replays them: every mode after a case's first
+            # one would read the tokens the mode before decoded for free).
             engine.truncate(len(ids))
             if drafter_model is not None:
                 drafter_model.engine.truncate(len(ids))
