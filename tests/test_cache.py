@@ -46,3 +46,12 @@ def test_a_keystroke_joins_a_generation_in_flight_only_when_its_text_agrees():
         flight.future.set_result(None)
         assert not flight.agrees_with("x = Th", "\n")  # over: its answer is in the cache
     asyncio.run(check())
+
+
+def test_a_line_the_model_ended_is_not_extended_before_it_is_typed_whole():
+    c = TypeThroughCache()
+    entry = c.put("u", "x = ", "", "foo(1) + bar", done=True)
+    entry.until = len("foo(1)")  # the model ended its line there; what follows came after
+    assert c.lookup("u", "x = ", "") == "foo(1)"
+    assert c.lookup("u", "x = fo", "") == "o(1)"
+    assert c.lookup("u", "x = foo(1)", "") == " + bar"

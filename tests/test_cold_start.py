@@ -254,6 +254,70 @@ async def test_a_suggestion_is_answered_with_its_first_text_when_another_request
     await asyncio.sleep(TYPING_S)  # these windows stop typing: the next test's requests are alone
 
 
+async def test_an_answer_cut_short_of_its_line_tells_the_editor_when_the_line_is_whole(worker, monkeypatch):
+    """Answered with its first text (PARTIAL_MS 0), a suggestion goes on into the cache; once
+    its line is whole the pipeline says so once (the server's specfill/inlineCompletion/refresh),
+    and asking again at the same place gets the longer text at once, from the cache."""
+    monkeypatch.setattr(pipeline, "PARTIAL_MS", 0)
+    s = settings(0)
+    s.completion.max_tokens, s.completion.budget_ms = 160, 60_000
+    s.speculation.method = "off"  # one token a step: the line takes many steps
+    row = "v = [" + ", ".join(map(str, range(1, 40))) + "]\n"
+    at = Place("file:///grew/v.py", "v.py", row * 12 + "v = [1, 2, 3, ", "")
+    loop = asyncio.get_running_loop()
+    grew: list[str] = []
+    told = asyncio.Event()
+
+    def tell_grew(uri: str) -> None:
+        grew.append(uri)
+        loop.call_soon(told.set)
+
+    p = Pipeline(worker, grew=tell_grew)
+    first = await asyncio.wait_for(p.suggest(at, s, False, lambda _: None), 60)
+    assert first is not None and first.text.strip()
+    await asyncio.wait_for(told.wait(), 60)
+    hits = p.stats.cache_hits
+    again = await asyncio.wait_for(p.suggest(at, s, False, lambda _: None), 5)
+    assert again is not None and again.text.startswith(first.text) and len(again.text) > len(first.text), \
+        (first.text, again.text)
+    assert p.stats.cache_hits == hits + 1  # the cache answered: no new generation
+    await asyncio.sleep(0.5)  # the generation's end says nothing more
+    assert grew == [at.uri] and p.stats.grown == 1
+
+
+async def test_a_line_the_model_ended_is_not_shown_longer_at_its_place_after_the_text_that_follows_it(worker):
+    """The generation after a shown suggestion (completion.afterAccept) starts from the shown
+    line read again, whose last word may go another way and continue a line the model ended:
+    at the suggestion's own place the cache still answers the line as the model ended it, and
+    past it, what followed."""
+    s = settings(0)
+    s.completion.after_accept, s.completion.max_tokens, s.completion.budget_ms = True, 120, 60_000
+    s.speculation.method, s.completion.multiline = "off", "never"  # the line's end stops the generation
+    row = "v = [" + ", ".join(map(str, range(1, 20))) + "]\n"
+    at = Place("file:///after/v.py", "v.py", row * 12 + "v = [1, 2, 3, ", "")
+    p = Pipeline(worker)
+    first = await asyncio.wait_for(p.suggest(at, s, False, lambda _: None), 60)
+    assert first is not None
+    entry = p.cache.current(at.uri)
+    for _ in range(600):
+        if entry.until is not None:
+            break
+        await asyncio.sleep(0.1)
+    line = entry.text[:entry.until]
+    assert line.startswith(first.text) and line.endswith("]"), line
+    for _ in range(60):  # the generation after it ends (it would write over the text set next)
+        seen = entry.text
+        await asyncio.sleep(1.0)
+        if entry.text == seen:
+            break
+    entry.text = line + " + [20]"  # what a read of the line again may go on with
+    again = await asyncio.wait_for(p.suggest(at, s, False, lambda _: None), 5)
+    assert again is not None and again.text == line
+    past = await asyncio.wait_for(p.suggest(Place(at.uri, at.path, at.prefix + line, ""), s, False,
+                                            lambda _: None), 5)
+    assert past is not None and past.text == " + [20]"
+
+
 def test_a_full_answer_elsewhere_drops_the_read_pending_for_the_place_left(worker, caplog):
     """Land at A (a short answer; A's full prompt pending), then at once at B, whose prompt fits
     the budget: B is read whole, and A's read must not follow and evict it."""

@@ -16,6 +16,7 @@ class Entry:
     suffix: str
     text: str  # raw model text after `prefix`, possibly still growing
     done: bool = False
+    until: int | None = None  # where the model ended the shown suggestion: typed less, see no further
 
 
 class TypeThroughCache:
@@ -39,7 +40,8 @@ class TypeThroughCache:
         typed = prefix[len(entry.prefix):]
         if not entry.text.startswith(typed):
             return None
-        rest = entry.text[len(typed):]
+        end = entry.until if entry.until is not None and len(typed) < entry.until else None
+        rest = entry.text[len(typed):end]
         return rest if rest.strip() else None
 
     def current(self, uri: str) -> Entry | None:

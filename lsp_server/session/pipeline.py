@@ -5,7 +5,9 @@ what the last suggestion said); by an in-flight generation that still agrees wit
 typed; or by a new generation, answered as soon as its first line is complete, or with the
 text so far PARTIAL_MS after its first visible text (a long line would otherwise arrive after the next
 keystroke), or at once when other work waits for the model; the rest is generated in the
-background into the cache. Once a suggestion is complete and shown, what would follow it if it
+background into the cache. An answer cut short of its line is followed, once the line is whole,
+by a word to the editor (`grew`) to ask again, which the cache answers at once: a user who
+pauses sees the whole line without typing on. Once a suggestion is complete and shown, what would follow it if it
 were accepted is generated into the cache too (completion.afterAccept), so Tab and a pause
 show the next one at once.
 """
@@ -59,6 +61,8 @@ class Inflight:
     text: str = ""
     first_line: asyncio.Event = field(default_factory=asyncio.Event)  # a line is complete, or PARTIAL_MS passed
     partial_armed: bool = False  # PARTIAL_MS runs from its first visible text
+    partial: bool = False  # answered before its first line was whole: the editor is told when it is
+    grown: bool = False  # ...once
     waiters: int = 0  # requests waiting on it; a cancelled one stops it only if it was the last
 
     def agrees_with(self, prefix: str, suffix: str) -> bool:
@@ -74,9 +78,11 @@ class Inflight:
 
 
 class Pipeline:
-    def __init__(self, worker, others: Callable[[str, str, Settings], tuple] = lambda uri, near, settings: ()) -> None:
+    def __init__(self, worker, others: Callable[[str, str, Settings], tuple] = lambda uri, near, settings: (),
+                 grew: Callable[[str], None] = lambda uri: None) -> None:
         self.worker = worker
         self.others = others  # (uri, text near the cursor, settings) -> context files, most useful first
+        self.grew = grew  # (uri): a suggestion answered in part has its whole line now; ask again
         self.cache = TypeThroughCache()
         self.stats = Stats()
         self._latest: dict[str, int] = {}
@@ -172,6 +178,9 @@ class Pipeline:
 
         def on_text(text: str) -> None:  # on the model thread
             entry.text = flight.text = text
+            if flight.partial and not flight.grown and first_complete_line(text) is not None:
+                flight.grown = True
+                loop.call_soon_threadsafe(self._grown, at.uri, entry)
             if flight.first_line.is_set():
                 return
             shown = text.split("\n", 1)[0].strip()  # what an answer now would show
@@ -189,27 +198,38 @@ class Pipeline:
         flight = Inflight(at.prefix, at.suffix, cancel, future)
         self._inflight[at.uri] = flight
 
-        def done(f: asyncio.Future) -> None:
-            if self._inflight.get(at.uri) is flight:
-                del self._inflight[at.uri]
-            if f.cancelled() or f.exception() is not None:
-                if not f.cancelled():
-                    self._failed(f.exception(), at, tell)
-                self.cache.drop(at.uri)
-                return
-            self._told = None
-            result = f.result()
-            if result is None:
-                return
-            entry.text, entry.done = result.text, True
-            self.stats.generation(result)
-            # Idle, and no full prompt left to read (that matters more than a guess ahead).
-            if candidates == 1 and settings.completion.after_accept and result.stop_reason != "cancelled" \
-                    and not result.short and self._inflight.get(at.uri) is None and not self.worker.reading:
-                self._after_accept(at, entry, settings)
-
-        future.add_done_callback(done)
+        future.add_done_callback(lambda f: self._finished(f, flight, at, entry, settings, tell, candidates))
         return flight
+
+    def _finished(self, f: asyncio.Future, flight: Inflight, at: Place, entry: Entry, settings: Settings,
+                  tell: Callable[[str], None], candidates: int) -> None:
+        """A generation ended: into the cache and stats; the editor told if it grew; what follows."""
+        if self._inflight.get(at.uri) is flight:
+            del self._inflight[at.uri]
+        if f.cancelled() or f.exception() is not None:
+            if not f.cancelled():
+                self._failed(f.exception(), at, tell)
+            self.cache.drop(at.uri)
+            return
+        self._told = None
+        result = f.result()
+        if result is None:
+            return
+        entry.text, entry.done = result.text, True
+        self.stats.generation(result)
+        if flight.partial and not flight.grown:  # it ended before its line did, longer than answered
+            flight.grown = True
+            self._grown(at.uri, entry)
+        # Idle, and no full prompt left to read (that matters more than a guess ahead).
+        if candidates == 1 and settings.completion.after_accept and result.stop_reason != "cancelled" \
+                and not result.short and self._inflight.get(at.uri) is None and not self.worker.reading:
+            self._after_accept(at, entry, settings, result.stop_reason in ("stop", "eog"))
+
+    def _grown(self, uri: str, entry: Entry) -> None:
+        """Tell the editor an answer in part grew, unless a new request replaced its cache entry."""
+        if self.cache.current(uri) is entry:
+            self.stats.grown += 1
+            self.grew(uri)
 
     def _failed(self, exc: BaseException | None, at: Place, tell: Callable[[str], None]) -> None:
         self.stats.errors += 1
@@ -220,14 +240,19 @@ class Pipeline:
             tell(message)
         self._told = message
 
-    def _after_accept(self, at: Place, entry: Entry, settings: Settings) -> None:
+    def _after_accept(self, at: Place, entry: Entry, settings: Settings, ended: bool) -> None:
         """Generate what follows the shown suggestion as if it were accepted, into its cache
-        entry; any request stops it at the next step (the worker's supersede)."""
+        entry; any request stops it at the next step (the worker's supersede). `ended`: the
+        generation stopped where the model ended the suggestion (a stop string, end of text)."""
         shown = self._finish(at, entry.text, settings)
         backend = self.worker.backend
         if shown is None or shown.replace_chars or not (backend and backend.reads_ahead):
             return
         accepted, shown_text = at.prefix + shown.text, shown.text
+        if ended or entry.text[len(shown_text):].startswith("\n"):
+            # The model ended its line there: read again, the line's last word may go another
+            # way and continue it, which this place (asked again, or typed partway) must not show.
+            entry.until = len(shown_text)
 
         def on_text(text: str) -> None:  # on the model thread
             if self.cache.current(at.uri) is entry:
@@ -263,7 +288,9 @@ class Pipeline:
             result = flight.future.result()
             text = result.text if result is not None else ""
         else:
-            text = first_complete_line(flight.text) or flight.text.split("\n", 1)[0]
+            line = first_complete_line(flight.text)
+            flight.partial = flight.partial or line is None
+            text = line or flight.text.split("\n", 1)[0]
             if flight.waiters == 0:  # answered: the rest goes to the cache, behind anyone's request
                 self.worker.yield_to_requests(flight.cancel)
         typed = at.prefix[len(since):]

@@ -29,6 +29,7 @@ from speculative.errors import Cancelled
 
 log = logging.getLogger("specfill")
 ACCEPT_COMMAND = "specfill.didAccept"
+REFRESH = "specfill/inlineCompletion/refresh"  # to the editor: ask again here (as workspace/inlayHint/refresh)
 
 
 class SpecfillServer(LanguageServer):
@@ -47,7 +48,7 @@ class SpecfillServer(LanguageServer):
         self.settings = Settings()
         self.worker = ModelWorker()  # unloaded until initialized: requests meanwhile get nothing
         self.context = EditorContext(lambda: self.workspace.text_documents)
-        self.pipeline = Pipeline(self.worker, self.context.other_documents)
+        self.pipeline = Pipeline(self.worker, self.context.other_documents, self.suggestion_grew)
         self.reported: set[str] = set()  # setting errors the editor was told of
         self.focused: tuple[str, int, int] | None = None  # the last place didFocus named
 
@@ -76,6 +77,10 @@ class SpecfillServer(LanguageServer):
         log.debug("didFocus at %s:%d:%d", at.path, line, character)
         others = self.context.other_documents(uri, at.prefix[-RELATED_BY_CHARS:], self.settings)
         self.worker.read_ahead(at.prefix, at.suffix, at.path, self.settings, others)
+
+    def suggestion_grew(self, uri: str) -> None:
+        """Ask the editor to ask again at `uri`: the suggestion it was given in part is whole."""
+        self.protocol.notify(REFRESH, {"uri": uri})
 
     def tell(self, message: str, kind: types.MessageType = types.MessageType.Error) -> None:
         self.window_show_message(types.ShowMessageParams(type=kind, message=f"specfill: {message}"))

@@ -48,6 +48,7 @@ class Stats:
     hidden: int = 0  # suggestions not shown: the model doubted their first token (minConfidence)
     cut: int = 0  # suggestions cut before a doubted token
     words: int = 0  # suggestions cut inside a word the file's words completed (lsp_server/words.py)
+    grown: int = 0  # answers cut short of their line whose line then came whole (the editor asks again)
     after_accept: int = 0  # suggestions generated ahead, as if the one shown were accepted
     ttft_ms: deque = field(default_factory=lambda: deque(maxlen=LATENCIES_KEPT))
     ttft_cold_ms: deque = field(default_factory=lambda: deque(maxlen=LATENCIES_KEPT))

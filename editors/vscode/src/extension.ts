@@ -9,6 +9,7 @@ import { LanguageClient, LanguageClientOptions, ServerOptions, State } from 'vsc
 import { askSnooze, controlState, endSnooze, languageOn, setLanguage, showMenu, snoozed } from './controls';
 import { findPython, install, installed } from './install';
 import { chooseModel } from './models';
+import { noteAsked, onRefresh } from './refresh';
 
 const SECTION = 'specfill';
 let client: LanguageClient | undefined;
@@ -167,17 +168,19 @@ async function startClient(context: vscode.ExtensionContext): Promise<void> {
         // widget is open, a vscode.Range (JSON: [start, end]) where LSP wants {start, end}.
         // A snooze is this window's alone; in manual mode only the trigger key asks (the server
         // answers nothing else either, so not asking saves the round trip).
+        // A refresh (the server's answer grew) is sent as the request it renews, not as Alt+\.
         const manual = vscode.workspace.getConfiguration(SECTION).get<string>('completion.trigger') === 'manual';
-        if (snoozed() || (manual && ctx.triggerKind === vscode.InlineCompletionTriggerKind.Automatic)) return null;
+        const { kind, refresh } = noteAsked(document, position, ctx.triggerKind);
+        if (snoozed() || (manual && kind === vscode.InlineCompletionTriggerKind.Automatic)) return null;
         const info = ctx.selectedCompletionInfo;
         const lspContext = {
-          triggerKind: ctx.triggerKind + 1,
+          triggerKind: kind + 1,
           selectedCompletionInfo: info && client
             ? { range: client.code2ProtocolConverter.asRange(info.range), text: info.text } : undefined,
         } as unknown as vscode.InlineCompletionContext;
         const result = await next(document, position, lspContext, token);
         const items = Array.isArray(result) ? result : result?.items;
-        if (items && items.length && client) client.sendNotification('specfill/didShow', {});
+        if (items && items.length && client && !refresh) client.sendNotification('specfill/didShow', {});
         return result;
       },
     },
@@ -186,6 +189,7 @@ async function startClient(context: vscode.ExtensionContext): Promise<void> {
   client.registerProposedFeatures(); // textDocument/inlineCompletion is a proposed feature in 9.x
   showStatus('$(loading~spin) specfill: starting', exe);
   await client.start();
+  client.onNotification('specfill/inlineCompletion/refresh', onRefresh);
   refreshStatus(context);
   sendFocus(vscode.window.activeTextEditor); // landed: the file open at start
 }

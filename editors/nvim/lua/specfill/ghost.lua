@@ -63,7 +63,7 @@ end
 
 -- The suggestion of the current item, anchored at the cursor; the byte column its range
 -- ends at (the server may replace closing brackets after the cursor).
-local function show(bufnr, items, index)
+local function show(bufnr, items, index, again)
   local s = state(bufnr)
   local row, col = cursor()
   s.items, s.index = items, index
@@ -78,7 +78,9 @@ local function show(bufnr, items, index)
     end
   end
   render(bufnr)
-  s.client:notify('specfill/didShow', { uri = vim.uri_from_bufnr(bufnr) })
+  if not again then -- a refresh shows the same suggestion, grown
+    s.client:notify('specfill/didShow', { uri = vim.uri_from_bufnr(bufnr) })
+  end
 end
 
 local function distinct(items)
@@ -93,7 +95,7 @@ local function distinct(items)
   return out
 end
 
-function M.request(bufnr, trigger)
+function M.request(bufnr, trigger, again)
   local s = state(bufnr)
   if not (s and M.enabled) or vim.api.nvim_get_mode().mode:sub(1, 1) ~= 'i' then
     return
@@ -109,6 +111,7 @@ function M.request(bufnr, trigger)
   params.context = { triggerKind = trigger or AUTOMATIC }
   local tick = vim.api.nvim_buf_get_changedtick(bufnr)
   local row, col = cursor()
+  s.asked = { tick = tick, row = row, col = col, trigger = params.context.triggerKind }
   local ok, id = s.client:request('textDocument/inlineCompletion', params, function(err, result)
     if s.request_id == id then
       s.request_id = nil
@@ -126,7 +129,7 @@ function M.request(bufnr, trigger)
       end
       return
     end
-    show(bufnr, items, 1)
+    show(bufnr, items, 1, again)
   end, bufnr)
   if ok then
     s.request_id = id
@@ -161,6 +164,21 @@ local function on_change(bufnr)
       M.request(bufnr, AUTOMATIC)
     end
   end))
+end
+
+-- specfill/inlineCompletion/refresh: a suggestion the server answered in part (a slow line) is
+-- whole now; ask again, as the request it renews, if nothing moved since (its cache answers).
+function M.on_refresh(_, params)
+  local bufnr = vim.api.nvim_get_current_buf()
+  local s = state(bufnr)
+  local asked = s and s.asked
+  if not asked or not params or params.uri ~= vim.uri_from_bufnr(bufnr) then
+    return
+  end
+  local row, col = cursor()
+  if asked.tick == vim.api.nvim_buf_get_changedtick(bufnr) and asked.row == row and asked.col == col then
+    M.request(bufnr, asked.trigger, true)
+  end
 end
 
 --- Asks for suggestions here now (an Invoked request: the server sends its candidates).

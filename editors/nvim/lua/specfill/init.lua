@@ -151,6 +151,7 @@ function M.setup(opts)
     settings = { specfill = M.settings },
     handlers = {
       ['window/logMessage'] = report.on_log_message,
+      ['specfill/inlineCompletion/refresh'] = ghost.on_refresh,
     },
     on_exit = function(code, signal)
       if code ~= 0 and not M.stopping then
