@@ -91,10 +91,11 @@ class CodeServer:
 
     def drive(self, folder: Path, file_name: str, typed: str, screenshot: Path, timeout_ms: int = 150000,
               accept_install: bool = False, wait_log: tuple[Path, str] | None = None,
-              steps: list[dict] | None = None) -> dict:
+              steps: list[dict] | None = None, ghost_line: str | None = None) -> dict:
         """Open the file, type at its end, take the ghost text with Tab; or, with `steps`, run
         them instead (drive.js names the steps). With `wait_log` (a log file, a text), typing
-        starts once the log has the text."""
+        starts once the log has the text; with `ghost_line`, the screenshot waits for the ghost
+        text's first line to start with it."""
         url = f"http://127.0.0.1:{self.port}/?folder={folder}"
         env = {**self.env, "NODE_PATH": str(TOOLS / "node_modules")}
         if accept_install:
@@ -103,6 +104,8 @@ class CodeServer:
             env["WAIT_LOG"], env["WAIT_LOG_TEXT"] = str(wait_log[0]), wait_log[1]
         if steps is not None:
             env["STEPS"] = json.dumps(steps)
+        if ghost_line is not None:
+            env["GHOST_LINE"] = ghost_line
         run = subprocess.run(["node", str(DRIVER), url, file_name, typed, str(screenshot), str(timeout_ms)],
                              check=False, env=env, capture_output=True, text=True, timeout=timeout_ms / 1000 + 120)
         try:

@@ -11,7 +11,7 @@ import pytest
 
 from lsp_server.models.catalog import BY_NAME
 from speculative import resolve_model_path
-from tests.editor_sample import SOURCE
+from tests.editor_sample import PICTURE_SUGGESTION, PICTURE_TYPED, SOURCE, picture_file
 from tests.hub_server import Hub
 from tests.nvim_helpers import STATE as STATS_EXPR
 from tests.nvim_helpers import ghost, server_stats, start_nvim, wait_for, wait_ready
@@ -169,6 +169,39 @@ def test_after_tab_the_next_line_shows_at_once(tmp_path):
                              10)
         assert time.monotonic() - t0 < 2 and "(4, 4)" in following
         assert server_stats(nvim)["decode_steps"] == steps, "served from the cache"
+    finally:
+        nvim.close()
+
+
+GHOST = "require('specfill').ghost"
+
+
+def test_a_suggestion_grows_to_its_whole_line_without_a_keystroke():
+    """The README picture's certain line (tests/test_model_premises.py) shows whole after the
+    keystrokes, even when the server answered with its first text (a slow line); the server's
+    specfill/inlineCompletion/refresh asks again, as the request it renews and not as a new
+    showing, where nothing moved, and nowhere else."""
+    path = picture_file()
+    nvim = start_nvim()
+    try:
+        nvim.command(f"edit {path}")
+        nvim.command("setlocal noautoindent nosmartindent indentexpr=")
+        wait_ready(nvim)
+        nvim.input("Go" + PICTURE_TYPED)
+        whole = wait_for(nvim, f"vim.startswith({GHOST}.current() or '', ...) and {GHOST}.current()", 60,
+                         PICTURE_SUGGESTION)
+        before = server_stats(nvim)
+        refresh = f"{GHOST}.on_refresh(nil, {{ uri = vim.uri_from_bufnr(0) }})"
+        nvim.exec_lua(f"{GHOST}.clear(0); {refresh}")
+        assert wait_for(nvim, f"{GHOST}.current()", 10) == whole
+        after = server_stats(nvim)
+        assert after["cache_hits"] == before["cache_hits"] + 1 and after["shown"] == before["shown"]
+        nvim.input("<Left>")  # the cursor moved: a refresh for the old place asks nothing
+        wait_for(nvim, f"{GHOST}.current() == nil", 10)
+        nvim.exec_lua(f"{GHOST}.clear(0); {refresh}")
+        time.sleep(1.0)
+        assert nvim.exec_lua(f"return {GHOST}.current()") is None
+        assert server_stats(nvim)["requests"] == after["requests"]
     finally:
         nvim.close()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 
 from lsp_server.models.catalog import BY_NAME
 from speculative import resolve_model_path
-from tests.editor_sample import PICTURE, PICTURE_SUGGESTION, PICTURE_TYPED, SOURCE
+from tests.editor_sample import PICTURE, PICTURE_SUGGESTION, PICTURE_TYPED, SOURCE, picture_file
 from tests.hub_server import Hub
 from tests.vscode_helpers import CodeServer
 
@@ -32,24 +33,25 @@ def vscode(tmp_path):
 def test_ghost_text_appears_and_tab_accepts_it(vscode, tmp_path):
     """Also the README's first picture: a right suggestion (tests/test_model_premises.py shows it
     is certain), and the status bar's wait for a new suggestion and share accepted."""
-    folder = tmp_path / "project"
-    folder.mkdir()
-    path = folder / "shapes.py"
-    path.write_text(PICTURE)
+    path = picture_file()
+    folder = path.parent
     vscode.start(folder)
     shot = tmp_path / "vscode-ghost-text.png"
     # Landing at the end sends specfill/didFocus once the cursor rests; typing waits for the
     # server's answer to it (VS Code may ask for a suggestion there at the same moment).
     log = tmp_path / "server.log"
-    result = vscode.drive(folder, "shapes.py", PICTURE_TYPED, shot, wait_log=(log, "didFocus: "))
+    result = vscode.drive(folder, path.name, PICTURE_TYPED, shot, wait_log=(log, "didFocus: "),
+                          ghost_line=PICTURE_SUGGESTION)
     assert result["ok"], result.get("error")
     assert shot.exists()
     if os.environ.get("SPECFILL_SCREENSHOTS"):  # README figure: SPECFILL_SCREENSHOTS=docs
         shutil.copy(shot, Path(os.environ["SPECFILL_SCREENSHOTS"]) / shot.name)
-    # Right, and maybe not whole: when the line takes longer than a moment the server answers
-    # with what it has (pipeline.PARTIAL_MS) and the rest shows as the user types on.
+    # Right, and whole without another keystroke: when the line takes longer than a moment the
+    # server answers with what it has (pipeline.PARTIAL_MS), then asks the editor to ask again
+    # once the line is whole (specfill/inlineCompletion/refresh).
     shown = result["ghost"].replace("\xa0", " ").split("\n")[0]  # Monaco shows spaces as non-breaking ones
-    assert shown.strip() and PICTURE_SUGGESTION.startswith(shown), shown
+    assert shown.startswith(PICTURE_SUGGESTION), shown
+    assert re.search(r" \d+ ms", result["shotStatus"]), result["shotStatus"]  # the picture's status bar has its figure
     text = path.read_text()
     typed_line = text[len(PICTURE):]
     assert typed_line.startswith(PICTURE_TYPED + shown)  # Tab took what was shown

@@ -2,6 +2,7 @@
 // wait for specfill's ghost text, take a screenshot, press Tab, save. Prints JSON.
 //   node drive.js URL FILE_NAME TYPED SCREENSHOT [TIMEOUT_MS]
 // With WAIT_LOG (a file) and WAIT_LOG_TEXT, typing waits until the file contains the text.
+// With GHOST_LINE, the screenshot waits for the ghost text's first line to start with it.
 // With STEPS (a JSON list), the steps run instead of typing TYPED and taking the ghost text:
 //   {"type": "text"}       types it            {"press": "Alt+Backslash"}  presses a key
 //   {"ghost": true}        waits for ghost text and records it in result.ghosts
@@ -125,17 +126,28 @@ async function typeAndAccept(page, typed, timeout, screenshot, result) {
   await ghost.first().waitFor({ timeout });
   await page.waitForTimeout(300); // let the rest of the first answer render
   result.ghost = (await ghost.allTextContents()).join('\n');
+  // With GHOST_LINE, wait (up to 10 s) for the ghost text's first line to grow to it, and for
+  // the status bar's figure, so the screenshot shows both.
+  const until = Date.now() + 10000;
+  const line = () => result.ghost.replace(/\u00a0/g, ' ').split('\n')[0];
+  const figure = async () => (await statusText(page)).match(/ \d+ ms/);
+  while (process.env.GHOST_LINE && (!line().startsWith(process.env.GHOST_LINE) || !(await figure()))
+    && Date.now() < until) {
+    await page.waitForTimeout(200);
+    result.ghost = (await ghost.allTextContents()).join('\n');
+  }
+  result.shotStatus = await statusText(page);
   if (screenshot) await page.screenshot({ path: screenshot });
   await page.keyboard.press('Tab');
   await page.waitForTimeout(300);
   await page.keyboard.press('Control+S');
   // The status bar shows a non-zero accepted share once the acceptance reached the server
   // (it polls every 2 s, and may first show 0% of one shown suggestion).
-  const until = Date.now() + 10000;
+  const accepted = Date.now() + 10000;
   do {
     await page.waitForTimeout(500);
     result.status = await page.locator('.statusbar-item', { hasText: 'specfill' }).allInnerTexts();
-  } while (!result.status.some((t) => / [1-9]\d*%$/.test(t)) && Date.now() < until);
+  } while (!result.status.some((t) => / [1-9]\d*%$/.test(t)) && Date.now() < accepted);
 }
 
 async function main() {
