@@ -53,6 +53,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return 2
 
 
+def cmd_bench_llama_server(args: argparse.Namespace) -> int:
+    from bench.llama_spec import main as bench
+    from speculative.model_file import ModelError
+
+    try:
+        return bench(args.workload, args.model, args.draft_model, args.max_tokens, args.prompt_tokens, args.max_draft,
+                     args.threads, args.json)
+    except (ModelError, ValueError, OSError, RuntimeError) as exc:
+        print(f"specfill: {exc}", file=sys.stderr)
+        return 2
+
+
 def cmd_bench_lsp(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
@@ -133,6 +145,18 @@ def _add_bench_commands(sub) -> None:
     p.add_argument("--threads", type=int, default=0, help="0 = all cores")
     p.add_argument("--json")
     p.set_defaults(func=cmd_bench)
+    p = sub.add_parser("bench-llama-server", help="llama.cpp's own speculation (llama-server: plain, --model-draft, "
+                       "ngram-mod) on the prompts `specfill bench` uses")
+    p.add_argument("--workload", required=True, help="JSONL file from `specfill workload`")
+    p.add_argument("--model", help="GGUF path, packaged name or `specfill regime` name (twin:10)")
+    p.add_argument("--draft-model", required=True, help="GGUF or regime name for --model-draft")
+    p.add_argument("--max-tokens", type=int, default=48)
+    p.add_argument("--prompt-tokens", type=int, default=1024, help="prompt budget in tokens")
+    p.add_argument("--max-draft", type=int, default=16, help="--spec-draft-n-max")
+    p.add_argument("--threads", type=int, default=0, help="0 = all cores")
+    p.add_argument("--json")
+    p.set_defaults(func=cmd_bench_llama_server)
+
     p = sub.add_parser("bench-ttft", help="cold prefill vs warm TTFT after one keystroke")
     p.add_argument("--model")
     p.add_argument("--source", default=argparse.__file__, help="a text of --tokens tokens or more "

@@ -42,6 +42,10 @@ async def start_server(name: str, settings: dict | None = None, capabilities: ty
     def _log(params: types.LogMessageParams) -> None:
         """The server's log is for editors; the tools print their own figures."""
 
+    @client.feature("specfill/inlineCompletion/refresh")
+    def _refresh(params) -> None:
+        """An editor asks again when the cursor rests; the bench typist's next key comes first."""
+
     await client.start_io(sys.executable, "-m", "lsp_server", *command, env=env)
     folder = types.WorkspaceFolder(uri=Path(workspace).resolve().as_uri(), name=Path(workspace).name) \
         if workspace else None
