@@ -7,9 +7,9 @@ text so far PARTIAL_MS after its first visible text (a long line would otherwise
 keystroke), or at once when other work waits for the model; the rest is generated in the
 background into the cache. An answer cut short of its line is followed, once the line is whole,
 by a word to the editor (`grew`) to ask again, which the cache answers at once: a user who
-pauses sees the whole line without typing on. Once a suggestion is complete and shown, what would follow it if it
-were accepted is generated into the cache too (completion.afterAccept), so Tab and a pause
-show the next one at once.
+pauses sees the whole line without typing on. Once a suggestion is complete and shown, what
+would follow it if it were accepted is generated into the cache too (completion.afterAccept),
+so Tab and a pause show the next one at once.
 """
 
 from __future__ import annotations

@@ -91,6 +91,7 @@ class Stats:
             "cut": self.cut,
             "words": self.words,
             "after_accept": self.after_accept,
+            "grown": self.grown,
             "accepted_per_step": self.draft_accepted / self.spec_steps if self.spec_steps else 0.0,
             "acceptance_rate": self.draft_accepted / self.drafted if self.drafted else 0.0,
             "accept_rate": self.accepted / self.shown if self.shown else 0.0,
