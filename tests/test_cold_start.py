@@ -287,6 +287,7 @@ async def test_an_answer_cut_short_of_its_line_tells_the_editor_when_the_line_is
             break
         await asyncio.sleep(0.1)
     assert entry.done and grew == [at.uri] and p.stats.report()["grown"] == 1  # its end says nothing more
+    await asyncio.sleep(TYPING_S)  # this window stops typing: the next test's requests are alone
 
 
 async def test_a_line_the_model_ended_is_not_shown_longer_at_its_place_after_the_text_that_follows_it(worker):
@@ -320,6 +321,59 @@ async def test_a_line_the_model_ended_is_not_shown_longer_at_its_place_after_the
     past = await asyncio.wait_for(p.suggest(Place(at.uri, at.path, at.prefix + line, ""), s, False,
                                             lambda _: None), 5)
     assert past is not None and past.text == " + [20]"
+    await asyncio.sleep(TYPING_S)  # this window stops typing: the next test's requests are alone
+
+
+async def test_a_stub_a_stopped_generation_left_in_the_cache_is_generated_on_and_told(worker):
+    """Typing through text a stopped generation left (a keystroke superseded it after a token or
+    two), the cache answers with that stub at once; the place is generated again in the
+    background, and once its line is whole the editor is told (specfill/inlineCompletion/refresh)."""
+    s = settings(0)
+    s.completion.max_tokens, s.completion.budget_ms, s.speculation.method = 96, 60_000, "off"
+    row = "v = [" + ", ".join(map(str, range(1, 20))) + "]\n"
+    at = Place("file:///stub/v.py", "v.py", row * 12 + "v = [1, 2, 3, ", "")
+    grew: list[str] = []
+    p = Pipeline(worker, grew=grew.append)
+    stub = p.cache.put(at.uri, at.prefix, at.suffix, "4,", done=True)
+    stub.cut = True  # as _finished marks a generation stopped with "cancelled"
+    first = await asyncio.wait_for(p.suggest(at, s, False, lambda _: None), 5)
+    assert first is not None and first.text == "4," and p.stats.cache_hits == 1
+    for _ in range(600):
+        if grew:
+            break
+        await asyncio.sleep(0.1)
+    assert grew == [at.uri] and len(p.stats.new_suggestion_ms) == 1  # the whole line: a new suggestion
+    again = await asyncio.wait_for(p.suggest(at, s, False, lambda _: None), 5)
+    assert again is not None and len(again.text) > len(first.text), again
+    entry = p.cache.current(at.uri)
+    for _ in range(600):
+        if entry.done:
+            break
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(TYPING_S)  # this window stops typing: the next test's requests are alone
+
+
+async def test_a_keystroke_that_waits_for_a_generation_under_way_counts_as_a_new_suggestion(worker, monkeypatch):
+    """The status bar's figure (new_suggestion_ms) counts a request that joined a generation
+    under way and waited for its line, as the editor's last keystroke often does; not the
+    cache's instant answers."""
+    monkeypatch.setattr(pipeline, "PARTIAL_MS", 60_000)  # the line's end alone answers
+    s = settings(0)
+    s.completion.max_tokens, s.completion.budget_ms, s.speculation.method = 96, 60_000, "off"
+    row = "v = [" + ", ".join(map(str, range(1, 60))) + "]\n"
+    at = Place("file:///join/v.py", "v.py", row * 12 + "v = [1, 2, 3, ", "")  # past 96 tokens
+    p = Pipeline(worker)
+    first = asyncio.create_task(p.suggest(at, s, False, lambda _: None))
+    for _ in range(100):
+        if at.uri in p._inflight:
+            break
+        await asyncio.sleep(0.01)
+    joined = await asyncio.wait_for(p.suggest(at, s, False, lambda _: None), 60)
+    assert joined is not None and (await first) is not None
+    assert p.stats.cache_hits == 1 and len(p.stats.new_suggestion_ms) == 2
+    assert await p.suggest(at, s, False, lambda _: None) is not None  # the cache, at once: not counted
+    assert len(p.stats.new_suggestion_ms) == 2
+    await asyncio.sleep(TYPING_S)  # this window stops typing: the next test's requests are alone
 
 
 def test_a_full_answer_elsewhere_drops_the_read_pending_for_the_place_left(worker, caplog):

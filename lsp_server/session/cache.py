@@ -16,6 +16,7 @@ class Entry:
     suffix: str
     text: str  # raw model text after `prefix`, possibly still growing
     done: bool = False
+    cut: bool = False  # its generation was stopped before its end: the text may be a stub
     until: int | None = None  # where the model ended the shown suggestion: typed less, see no further
 
 

@@ -63,6 +63,7 @@ class Inflight:
     partial_armed: bool = False  # PARTIAL_MS runs from its first visible text
     partial: bool = False  # answered before its first line was whole: the editor is told when it is
     grown: bool = False  # ...once
+    asked: float | None = None  # when the keystroke it answers a stub for came (perf_counter)
     waiters: int = 0  # requests waiting on it; a cancelled one stops it only if it was the last
 
     def agrees_with(self, prefix: str, suffix: str) -> bool:
@@ -128,11 +129,15 @@ class Pipeline:
         rest = self.cache.lookup(at.uri, at.prefix, at.suffix)
         if rest is not None and (s := self._finish(at, rest, settings)) is not None:
             self.stats.cache_hits += 1
+            self._go_on(at, rest, settings, tell)
             return s
         flight = self._inflight.get(at.uri)
         if flight is not None and flight.agrees_with(at.prefix, at.suffix):
             self.stats.cache_hits += 1
-            return await self._answer(flight, at, settings, flight.prefix)
+            waits = not flight.first_line.is_set()  # a wait for the model, as a new suggestion is
+            if (s := await self._answer(flight, at, settings, flight.prefix)) is not None and waits:
+                self.stats.new_suggestion_ms.append((time.perf_counter() - t0) * 1000)
+            return s
         n = self._latest[at.uri] = self._latest.get(at.uri, 0) + 1
         if not invoked and settings.completion.debounce_ms:
             await asyncio.sleep(settings.completion.debounce_ms / 1000)
@@ -180,7 +185,7 @@ class Pipeline:
             entry.text = flight.text = text
             if flight.partial and not flight.grown and first_complete_line(text) is not None:
                 flight.grown = True
-                loop.call_soon_threadsafe(self._grown, at.uri, entry)
+                loop.call_soon_threadsafe(self._grown, at.uri, entry, flight.asked)
             if flight.first_line.is_set():
                 return
             shown = text.split("\n", 1)[0].strip()  # what an answer now would show
@@ -215,20 +220,33 @@ class Pipeline:
         result = f.result()
         if result is None:
             return
-        entry.text, entry.done = result.text, True
+        entry.text, entry.done, entry.cut = result.text, True, result.stop_reason == "cancelled"
         self.stats.generation(result)
         if flight.partial and not flight.grown:  # it ended before its line did, longer than answered
             flight.grown = True
-            self._grown(at.uri, entry)
+            self._grown(at.uri, entry, flight.asked)
         # Idle, and no full prompt left to read (that matters more than a guess ahead).
         if candidates == 1 and settings.completion.after_accept and result.stop_reason != "cancelled" \
                 and not result.short and self._inflight.get(at.uri) is None and not self.worker.reading:
-            self._after_accept(at, entry, settings, result.stop_reason in ("stop", "eog"))
+            _after_accept(self, at, entry, settings, result.stop_reason in ("stop", "eog"))
 
-    def _grown(self, uri: str, entry: Entry) -> None:
-        """Tell the editor an answer in part grew, unless a new request replaced its cache entry."""
+    def _go_on(self, at: Place, rest: str, settings: Settings, tell: Callable[[str], None]) -> None:
+        """The cache answered with a stub (its generation was stopped before its line was
+        whole): generate here in the background; the line, once whole, goes as a refresh."""
+        entry = self.cache.current(at.uri)
+        if entry is None or not (entry.done and entry.cut) or first_complete_line(rest) is not None \
+                or at.uri in self._inflight or not self.worker.ready:
+            return
+        flight = self._start(at, settings, tell)  # the next keystroke supersedes it, as any
+        flight.partial, flight.asked = True, time.perf_counter()
+
+    def _grown(self, uri: str, entry: Entry, asked: float | None = None) -> None:
+        """Tell the editor an answer in part grew, unless a new request replaced its cache entry;
+        a stub's whole line is a new suggestion, `asked` ago."""
         if self.cache.current(uri) is entry:
             self.stats.grown += 1
+            if asked is not None:
+                self.stats.new_suggestion_ms.append((time.perf_counter() - asked) * 1000)
             self.grew(uri)
 
     def _failed(self, exc: BaseException | None, at: Place, tell: Callable[[str], None]) -> None:
@@ -239,35 +257,6 @@ class Pipeline:
         if message != self._told:  # an engine that is down fails every keystroke: say it once
             tell(message)
         self._told = message
-
-    def _after_accept(self, at: Place, entry: Entry, settings: Settings, ended: bool) -> None:
-        """Generate what follows the shown suggestion as if it were accepted, into its cache
-        entry; any request stops it at the next step (the worker's supersede). `ended`: the
-        generation stopped where the model ended the suggestion (a stop string, end of text)."""
-        shown = self._finish(at, entry.text, settings)
-        backend = self.worker.backend
-        if shown is None or shown.replace_chars or not (backend and backend.reads_ahead):
-            return
-        accepted, shown_text = at.prefix + shown.text, shown.text
-        if ended or entry.text[len(shown_text):].startswith("\n"):
-            # The model ended its line there: read again, the line's last word may go another
-            # way and continue it, which this place (asked again, or typed partway) must not show.
-            entry.until = len(shown_text)
-
-        def on_text(text: str) -> None:  # on the model thread
-            if self.cache.current(at.uri) is entry:
-                entry.text = shown_text + text
-
-        def done(f) -> None:
-            result = None if f.cancelled() or f.exception() is not None else f.result()
-            if result is not None and result.stop_reason == "cancelled":
-                self.stats.superseded += 1  # a request came first, as it should
-            elif result is not None and result.text:
-                self.stats.after_accept += 1
-
-        others = self.others(at.uri, accepted[-RELATED_BY_CHARS:], settings)
-        self.worker.complete(accepted, at.suffix, at.path, settings, threading.Event(), on_text,
-                             others, owner=self, background=True).add_done_callback(done)
 
     async def _answer(self, flight: Inflight, at: Place, settings: Settings, since: str) -> Suggestion | None:
         """Wait for the flight's first line (or its end) and shape it for a request at `at`."""
@@ -297,3 +286,33 @@ class Pipeline:
         if not text.startswith(typed):
             return None
         return self._finish(at, text[len(typed):], settings)
+
+
+def _after_accept(pipeline: Pipeline, at: Place, entry: Entry, settings: Settings, ended: bool) -> None:
+    """Generate what follows the shown suggestion as if it were accepted, into its cache
+    entry; any request stops it at the next step (the worker's supersede). `ended`: the
+    generation stopped where the model ended the suggestion (a stop string, end of text)."""
+    shown = pipeline._finish(at, entry.text, settings)
+    backend = pipeline.worker.backend
+    if shown is None or shown.replace_chars or not (backend and backend.reads_ahead):
+        return
+    accepted, shown_text = at.prefix + shown.text, shown.text
+    if ended or entry.text[len(shown_text):].startswith("\n"):
+        # The model ended its line there: read again, the line's last word may go another
+        # way and continue it, which this place (asked again, or typed partway) must not show.
+        entry.until = len(shown_text)
+
+    def on_text(text: str) -> None:  # on the model thread
+        if pipeline.cache.current(at.uri) is entry:
+            entry.text = shown_text + text
+
+    def done(f) -> None:
+        result = None if f.cancelled() or f.exception() is not None else f.result()
+        if result is not None and result.stop_reason == "cancelled":
+            pipeline.stats.superseded += 1  # a request came first, as it should
+        elif result is not None and result.text:
+            pipeline.stats.after_accept += 1
+
+    others = pipeline.others(at.uri, accepted[-RELATED_BY_CHARS:], settings)
+    pipeline.worker.complete(accepted, at.suffix, at.path, settings, threading.Event(), on_text,
+                         others, owner=pipeline, background=True).add_done_callback(done)

@@ -54,8 +54,9 @@ class Stats:
     ttft_cold_ms: deque = field(default_factory=lambda: deque(maxlen=LATENCIES_KEPT))
     ttft_warm_ms: deque = field(default_factory=lambda: deque(maxlen=LATENCIES_KEPT))
     latency_ms: deque = field(default_factory=lambda: deque(maxlen=LATENCIES_KEPT))
-    # A keystroke to the suggestion the model made for it: what the status bar shows (the type-through
-    # cache's instant answers and the empty ones would make latency_ms's median say 0).
+    # A keystroke to the suggestion the model made for it, or that waited for a generation under way:
+    # what the status bar shows (the type-through cache's instant answers and the empty ones would
+    # make latency_ms's median say 0).
     new_suggestion_ms: deque = field(default_factory=lambda: deque(maxlen=LATENCIES_KEPT))
     started: float = field(default_factory=time.time)
 
