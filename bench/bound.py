@@ -81,7 +81,12 @@ def draft_bound(runs: Sequence[Sequence[int]], costs: CostModel, max_draft: int,
     modelled from the target's costs and the draft's step: no policy with this pair can beat it."""
     plain = sum(max(0, len(r) - 1) for r in runs) * costs.cost(1)
     oracle = sum(best_ms(r, costs, max_draft, draft_ms) for r in runs)
-    return plain / oracle if oracle else 1.0
+    return _at_least_plain(plain, oracle)
+
+
+def _at_least_plain(plain: float, ms: float) -> float:
+    """plain / ms; drafting nothing is plain, whose steps summed round unlike their product."""
+    return max(1.0, plain / ms) if ms else 1.0
 
 
 def policy_ms(case: Sequence[Spot], k_of: Callable[[str], int], costs: CostModel, max_draft: int) -> float:
@@ -111,4 +116,4 @@ def bounds(cases: Sequence[Sequence[Spot]], costs: CostModel, max_draft: int) ->
                 scores[k] = total()
             ks[kind] = min(scores, key=lambda k: scores[k])
     per_kind = total()
-    return {"per_position": plain / oracle if oracle else 1.0, "per_kind": plain / per_kind if per_kind else 1.0}
+    return {"per_position": _at_least_plain(plain, oracle), "per_kind": _at_least_plain(plain, per_kind)}

@@ -73,3 +73,10 @@ def test_a_draft_models_runs_end_where_its_choice_is_not_the_targets(engine):
     runs = draft_runs(engine, prompt, tokens)
     assert runs[:10] == list(range(9, -1, -1)), "from j the draft agrees up to the token before the wrong one"
     assert runs[-1] == 0
+
+
+def test_a_bound_where_nothing_pays_is_plain_exactly_however_the_steps_round():
+    """Drafting nothing is plain: the bound is 1.0 exactly, not 0.9999999999999997 (the sum of
+    many step costs rounds unlike their product; a bench test failed on that)."""
+    costs = CostModel({1: 0.3, 2: 10.0})  # 48 steps of 0.3, summed, round above 48 x 0.3
+    assert draft_bound([[0] * 49], costs, 16, draft_ms=0.1) == 1.0
