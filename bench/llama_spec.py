@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -19,6 +18,7 @@ import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from bench.code_server import free_port
 from bench.machine import cpu_flags
 from bench.workload import load_workload
 from prompts import PromptError, build_prompt, family_for, prompt_tokens
@@ -26,12 +26,6 @@ from speculative.convert import weights_path
 from speculative.engine import Engine
 
 LLAMA_SERVER = Path(__file__).resolve().parent.parent / ".tools" / "llama-server" / "llama-server"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _prompts(path: Path, workload: str, budget: int) -> list[tuple[list[int], tuple[str, ...]]]:
@@ -89,7 +83,7 @@ class ServerRun:
 
 def run_mode(model: Path, extra: list[str], prompts, max_tokens: int, threads: int, n_ctx: int) -> ServerRun:
     """One llama-server with `extra` flags over every prompt."""
-    port = _free_port()
+    port = free_port()
     log = Path(tempfile.mkstemp(prefix="llama-server-", suffix=".log")[1])
     argv = [str(LLAMA_SERVER), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-c", str(n_ctx),
             "-t", str(threads), "-tb", str(threads), "-np", "1", "--no-ui", *extra]
