@@ -41,6 +41,17 @@ def cmd_regime(args: argparse.Namespace) -> int:
     return regime(args.names)
 
 
+def cmd_bench_costs(args: argparse.Namespace) -> int:
+    from bench.costs import main as bench
+    from speculative.model_file import ModelError
+
+    try:
+        return bench(args.model, args.threads, args.runs, args.json)
+    except (ModelError, ValueError, OSError) as exc:
+        print(f"specfill: {exc}", file=sys.stderr)
+        return 2
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from bench.decoding import main as bench
     from speculative.model_file import ModelError
@@ -130,6 +141,14 @@ def _add_bench_commands(sub) -> None:
                                       "trunc:20 skip:14-15 shape:qwen2.5-coder-1.5b)")
     p.add_argument("names", nargs="+", metavar="NAME")
     p.set_defaults(func=cmd_regime)
+    p = sub.add_parser("bench-costs", help="prompt reading, step and verify costs of models side by side (e.g. a "
+                                           "twin against a real shape of the same weight bytes)")
+    p.add_argument("--model", action="append", required=True,
+                   help="GGUF path, packaged name or `specfill regime` name; repeat to compare")
+    p.add_argument("--threads", type=int, default=0, help="0 = all cores")
+    p.add_argument("--runs", type=int, default=5, help="runs of each figure (medians are reported)")
+    p.add_argument("--json")
+    p.set_defaults(func=cmd_bench_costs)
     p = sub.add_parser("bench", help="every decoding mode on every workload case, side by side")
     p.add_argument("--workload", required=True, help="JSONL file from `specfill workload`")
     p.add_argument("--model", help="GGUF path, packaged name (smollm2-135m, gemma3-270m) or `specfill regime` name "
