@@ -14,7 +14,14 @@ import pytest
 from test_heal import vocab as vocab_file
 
 from lsp_server.backends.backend import Request
-from lsp_server.backends.prompt_plan import MIN_SHORT_TOKENS, READ_CHUNK, PromptPlanner
+from lsp_server.backends.prompt_plan import (
+    LEAST_SHORT_TOKENS,
+    MIN_SHORT_TOKENS,
+    READ_CHUNK,
+    SHORT_LEAST_MS,
+    PromptPlanner,
+    least_short,
+)
 from lsp_server.settings import Settings
 from prompts import ContextFile, family_for
 from prompts.heal import HEAL_TOKENS
@@ -203,3 +210,20 @@ def test_a_long_text_is_tokenized_once_and_each_caller_gets_its_own_list(vocab):
     first.append(-1)
     again = vocab.tokenize(LONG[:4000], parse_special=False)
     assert again == first[:-1] and vocab._memo.cache_info().hits == hits + 1
+
+
+def test_a_short_prompt_holds_less_only_on_a_model_that_reads_it_slowly():
+    assert least_short(RATE) == MIN_SHORT_TOKENS
+    heavy = ReadRate(base_ms=10.0, depth_ms=0.0)  # about a model 4x the embedded one, here
+    assert least_short(heavy) == 30 and heavy.ms(0, 30) <= SHORT_LEAST_MS
+    assert least_short(ReadRate(base_ms=40.0, depth_ms=0.0)) == LEAST_SHORT_TOKENS
+
+
+def test_a_heavy_models_short_prompt_holds_what_it_reads_in_its_time(planner):
+    slow = ReadRate(base_ms=10.0, depth_ms=0.0)  # the budget (150 ms) reads 15 tokens
+    text = LONG + "".join(f"value_{i} = compute(value_{i - 1}, {i})\n" for i in range(1, 200))
+    req = request(text, budget_ms=150)
+    heavy, short = planner.choose(req, planner.full(req), 0, slow, [], least=least_short(slow))
+    other = request(text, budget_ms=150, path="b.py")  # the least size as before, unless asked
+    default, _ = planner.choose(other, planner.full(other), 0, slow, [])
+    assert short and len(heavy.tokens) <= 30 * 3 // 2 and len(heavy.tokens) < len(default.tokens)

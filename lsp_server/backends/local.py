@@ -13,7 +13,7 @@ import threading
 import time
 
 from lsp_server.backends.backend import Completion, Request
-from lsp_server.backends.prompt_plan import READ_CHUNK, Prompt, PromptPlanner
+from lsp_server.backends.prompt_plan import MIN_SHORT_TOKENS, READ_CHUNK, Prompt, PromptPlanner, least_short
 from lsp_server.backends.read_ahead import ReadAhead
 from lsp_server.models.catalog import model_path
 from lsp_server.settings import Settings
@@ -23,7 +23,7 @@ from speculative import Engine, GenerationResult, ModelError
 from speculative.build_info import build_info
 from speculative.candidates import branch
 from speculative.convert import weights_path
-from speculative.cost_model import CostModel, load_cost_model
+from speculative.cost_model import CostModel, ReadRate, load_cost_model
 from speculative.cpu_share import CpuShare
 from speculative.decode import Aids, Decoding, clamp_max_tokens, generate
 from speculative.drafters import Auto, Drafter, DraftModel, PromptLookup
@@ -122,7 +122,8 @@ class LocalBackend:
         held = self.places.prepare(self.engine, full.tokens)
         short_held = self.engine.held(self.planner.short_seq(req.path))
         prompt, short = self.planner.choose(req, full, held, self.costs.read, short_held,
-                                            others_waiting=self.schedule.waiting() or req.others_typing)
+                                            others_waiting=self.schedule.waiting() or req.others_typing,
+                                            least=least_short(self._short_reader()))
         if short:
             self.schedule.want(full.tokens)  # read in the background, so the next keystrokes use it
             # What the full sequence holds beyond this prompt is another place's (saved by prepare if
@@ -148,6 +149,14 @@ class LocalBackend:
         done.text, done.stop_reason = text, reason
         _log_generation(done)
         return done
+
+    def _short_reader(self) -> ReadRate:
+        """The read rate of the model a short prompt is read by: the draft answers for a
+        target that reads slower than it (`_draft_answers`), so its rate sizes the prompt."""
+        target = self.costs.read
+        if self.draft is None or self.draft.costs.read.ms(0, MIN_SHORT_TOKENS) >= target.ms(0, MIN_SHORT_TOKENS):
+            return target
+        return self.draft.costs.read
 
     def _draft_answers(self, req: Request, prompt: Prompt) -> bool:
         """Whether the draft model answers from the short prompt: when the target cannot read

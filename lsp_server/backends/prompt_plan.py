@@ -30,6 +30,9 @@ from speculative.vocab import Vocab
 
 READ_CHUNK = 32  # tokens a background read evaluates between looks at waiting requests (one ubatch)
 MIN_SHORT_TOKENS = 48  # the least a short prompt holds: fewer say too little
+# ... unless the model reads them slowly (a user's own model, many times the embedded one):
+# then what it reads in SHORT_LEAST_MS, and never fewer than LEAST_SHORT_TOKENS.
+SHORT_LEAST_MS, LEAST_SHORT_TOKENS = 300.0, 24
 CHARS_PER_TOKEN = 2.5  # of code, on the low side: a short prompt of N tokens' chars stays under N
 PINNED = 16  # places whose context (and short prompt start) stays pinned
 
@@ -53,23 +56,24 @@ class PromptPlanner:
         self._short_seqs: OrderedDict[str, int] = OrderedDict()  # path -> its short prompt's sequence
 
     def choose(self, req: Request, full: Prompt, held: int, rate: ReadRate,
-               short_held: Sequence[int], others_waiting: bool = False) -> tuple[Prompt, bool]:
+               short_held: Sequence[int], others_waiting: bool = False,
+               least: int = MIN_SHORT_TOKENS) -> tuple[Prompt, bool]:
         """(the prompt to answer from, whether it is the short one). `held`: tokens of the
         full prompt the engine holds; `short_held`: what the place's short sequence
         (`short_seq`) holds. With `others_waiting` (requests queued behind this one, or another
         session typing, whose next keystroke would be) the wait allowed is a quarter: their
-        wait is this read too."""
+        wait is this read too. `least`: what a short prompt holds at least (`least_short`)."""
         budget = req.settings.completion.prompt_budget_ms
         if others_waiting:
             budget //= 4
         unread = len(full.tokens) - held
         quick = None
         if budget and rate.ms(held, unread) > budget:
-            quick = self.short(req, rate.tokens_within(budget))
+            quick = self.short(req, rate.tokens_within(budget), least)
         elif budget and unread > READ_CHUNK:
             # Typing on where a short prompt already answers costs a token or two there;
             # reading the rest of the full prompt now, even within the budget, would miss.
-            quick = self.warm_short(req, rate.tokens_within(budget), short_held)
+            quick = self.warm_short(req, rate.tokens_within(budget), short_held, least)
         if quick is None or len(quick.tokens) >= unread:
             return full, False
         return replace(quick, stop=quick.stop + ("\n",)), True  # one line, then back to the full prompt
@@ -79,14 +83,14 @@ class PromptPlanner:
         prefix, suffix = prefix_excerpt(req.prefix, c.prefix_chars), suffix_excerpt(req.suffix, c.suffix_chars)
         return self._tokens(req, prefix, suffix, self._context(req, prefix), FULL)
 
-    def short(self, req: Request, budget_tokens: int) -> Prompt | None:
+    def short(self, req: Request, budget_tokens: int, least: int = MIN_SHORT_TOKENS) -> Prompt | None:
         """The lines nearest the cursor, about `budget_tokens`. Its start and size stay put
         while the user types on at this place, so each keystroke reads one or two tokens."""
         start, n = self._short.get(req.path, (-1, 0))
         if not _short_start_fits(req, start, n):
-            # At least MIN_SHORT_TOKENS even over the budget: on a machine slowed by other
-            # work, reading the full prompt instead held requests for seconds.
-            n = max(MIN_SHORT_TOKENS, budget_tokens)
+            # At least `least` even over the budget: on a machine slowed by other work,
+            # reading the full prompt instead held requests for seconds.
+            n = max(least, budget_tokens)
             start = self._pin_short(req, n, int(n * CHARS_PER_TOKEN) - len(self._short_suffix(req, n)))
         prompt = self._short_prompt(req, start, n)
         while prompt is not None and len(prompt.tokens) >= n + n // 2 and len(req.prefix) - start > 1:
@@ -127,12 +131,13 @@ class PromptPlanner:
         seqs.move_to_end(path)
         return seqs[path]
 
-    def warm_short(self, req: Request, budget_tokens: int, short_held: Sequence[int]) -> Prompt | None:
+    def warm_short(self, req: Request, budget_tokens: int, short_held: Sequence[int],
+                   least: int = MIN_SHORT_TOKENS) -> Prompt | None:
         """The short prompt of this place if the short sequence holds all but its last few
         tokens (the user types on where it answered), else None."""
         if not _short_start_fits(req, *self._short.get(req.path, (-1, 0))):
             return None
-        quick = self.short(req, budget_tokens)
+        quick = self.short(req, budget_tokens, least)
         if quick is None or len(quick.tokens) - common_prefix(short_held, quick.tokens) > READ_CHUNK // 4:
             return None
         return quick
@@ -186,6 +191,13 @@ class PromptPlanner:
                 continue  # nothing left before a half-typed word at a file's start: no healing
             return Prompt(tokens, parts.stop + (("\n",) if single else ()), healed.encode(), seq)
         return None
+
+
+def least_short(rate: ReadRate) -> int:
+    """What a short prompt holds at least, read at `rate`: MIN_SHORT_TOKENS, or what is read in
+    SHORT_LEAST_MS where that is fewer (a heavy model read 48 tokens in 630 ms before its first
+    answer), LEAST_SHORT_TOKENS at the fewest."""
+    return max(LEAST_SHORT_TOKENS, min(MIN_SHORT_TOKENS, rate.tokens_within(SHORT_LEAST_MS)))
 
 
 def _short_start_fits(req: Request, start: int, n: int) -> bool:
