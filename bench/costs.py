@@ -20,6 +20,7 @@ from functools import partial
 from bench.engine_configs import code_tokens
 from bench.machine import cpu_flags
 from bench.regime import resolve
+from lsp_server.backends.prompt_plan import READ_CHUNK  # as the server reads a prompt in the background
 from speculative.build_info import build_info
 from speculative.convert import weights_path
 from speculative.engine import Engine
@@ -28,23 +29,17 @@ from speculative.seqs import FULL
 DEPTHS = (128, 1024)
 READ_TOKENS = 128
 VERIFY_ROWS = (2, 4, 8, 16)
-READ_CHUNK = 32  # as the server reads a prompt in the background
 
 
-def _figures(engine: Engine, toks: list[int]) -> dict[str, Callable[[], object]]:
-    """Each figure's timed work, from `depth` tokens held (the caller cuts back to it)."""
-    work: dict[str, Callable[[], object]] = {}
+def _figures(engine: Engine, toks: list[int]) -> dict[str, tuple[int, Callable[[], object]]]:
+    """Each figure's depth and its timed work, from that many tokens held (the caller cuts back to it)."""
+    work: dict[str, tuple[int, Callable[[], object]]] = {}
     for d in DEPTHS:
-        read = toks[d:d + READ_TOKENS]
-        work[f"read_tok_s@{d}"] = partial(engine.eval, read, chunk=READ_CHUNK)
-        work[f"step_ms@{d}"] = partial(engine.eval, toks[d:d + 1], want_rows=[0])
+        work[f"read_tok_s@{d}"] = d, partial(engine.eval, toks[d:d + READ_TOKENS], chunk=READ_CHUNK)
+        work[f"step_ms@{d}"] = d, partial(engine.eval, toks[d:d + 1], want_rows=[0])
         for k in VERIFY_ROWS:
-            work[f"verify{k}_ms@{d}"] = partial(engine.eval, toks[d:d + k], want_rows=range(k))
+            work[f"verify{k}_ms@{d}"] = d, partial(engine.eval, toks[d:d + k], want_rows=range(k))
     return work
-
-
-def _depth(figure: str) -> int:
-    return int(figure.rsplit("@", 1)[1])
 
 
 def measure(names: Sequence[str], threads: int | None, runs: int) -> list[dict]:
@@ -62,12 +57,12 @@ def measure(names: Sequence[str], threads: int | None, runs: int) -> list[dict]:
         for figure in works[0]:
             for _ in range(runs):
                 for e, t, work, times in zip(engines, toks, works, ms, strict=True):
-                    depth = _depth(figure)
+                    depth, timed = work[figure]
                     e.truncate(depth)
                     if (held := len(e.held(FULL))) < depth:  # back from a shallower figure: read up again
                         e.eval(t[held:depth])
                     t0 = time.perf_counter()
-                    work[figure]()
+                    timed()
                     times[figure].append((time.perf_counter() - t0) * 1000)
         rows = []
         for name, e, times in zip(names, engines, ms, strict=True):

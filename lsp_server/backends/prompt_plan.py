@@ -195,8 +195,8 @@ class PromptPlanner:
 
 def least_short(rate: ReadRate) -> int:
     """What a short prompt holds at least, read at `rate`: MIN_SHORT_TOKENS, or what is read in
-    SHORT_LEAST_MS where that is fewer (a heavy model read 48 tokens in 630 ms before its first
-    answer), LEAST_SHORT_TOKENS at the fewest."""
+    SHORT_LEAST_MS where that is fewer (a heavy model would read for most of a second before its
+    first answer; docs/speculation.md), LEAST_SHORT_TOKENS at the fewest."""
     return max(LEAST_SHORT_TOKENS, min(MIN_SHORT_TOKENS, rate.tokens_within(SHORT_LEAST_MS)))
 
 
