@@ -80,6 +80,21 @@ def test_changed_max_tokens_reaches_the_server_and_shortens_suggestions(nvim):
     assert long.startswith(short) and len(short) < len(long)
 
 
+def test_an_answer_to_a_cancelled_request_is_not_shown(nvim):
+    nvim.input("Go    return ")
+    ghost(nvim)
+    time.sleep(1.0)  # any refresh of that answer asked and answered
+    asked = server_stats(nvim)["requests"]
+    # Asked and at once cancelled, as leaving insert mode does, in the same place and mode as
+    # the answer will find: the server answers from its cache before it reads the cancel.
+    nvim.exec_lua("local g, b = require('specfill').ghost, vim.api.nvim_get_current_buf(); g.clear(b);"
+                  " g.request(b, 2); vim.api.nvim_exec_autocmds('InsertLeave', { buffer = b })")
+    wait_for(nvim, f"({STATS_EXPR} or {{}}).requests == {asked + 1}", 10)
+    time.sleep(0.5)  # its answer reached the client
+    assert nvim.exec_lua("return vim.api.nvim_get_mode().mode") == "i"
+    assert not nvim.exec_lua("return require('specfill').ghost.current()")
+
+
 def test_toggle_turns_suggestions_off(nvim):
     nvim.command("SpecfillToggle")
     nvim.input("Go    return ")

@@ -112,11 +112,14 @@ function M.request(bufnr, trigger, again)
   local tick = vim.api.nvim_buf_get_changedtick(bufnr)
   local row, col = cursor()
   s.asked = { tick = tick, row = row, col = col, trigger = params.context.triggerKind }
-  local ok, id = s.client:request('textDocument/inlineCompletion', params, function(err, result)
-    if s.request_id == id then
-      s.request_id = nil
+  local ok, id -- declared first: the callback below reads this request's id
+  ok, id = s.client:request('textDocument/inlineCompletion', params, function(err, result)
+    -- A cancelled or replaced request's answer may still come (the server answered before it
+    -- read the cancel): stale, as are answers from before the user typed or moved on.
+    if s.request_id ~= id then
+      return
     end
-    -- Stale answers are dropped: the user typed or moved on since.
+    s.request_id = nil
     local now_row, now_col = cursor()
     if err or vim.api.nvim_get_current_buf() ~= bufnr or vim.api.nvim_buf_get_changedtick(bufnr) ~= tick
       or now_row ~= row or now_col ~= col or vim.api.nvim_get_mode().mode:sub(1, 1) ~= 'i' then
