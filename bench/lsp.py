@@ -279,6 +279,7 @@ def _report(tally: Tally, stats: dict, cases: list[dict], typist: Typist, settin
         "connections_per_100_keystrokes": 100 * remote.get("connections", 0) / k if remote else None,
         "server": {key: stats.get(key) for key in (
             "requests", "cache_hits", "superseded", "short", "draft_answers", "healed", "hidden", "cut", "words",
+            "word_answers",
             "acceptance_rate",
             "model", "model_file", "extra_buffers", "prompt_tok_s", "warm_places", "read_ahead_tokens")}
                   | {"build": stats["build"]["build"]},

@@ -242,3 +242,21 @@ async def test_edits_in_other_documents_become_context_chunks(client: LanguageCl
     line, col = end_of(TEXT)
     # Prompt lookup copies from those chunks, and the prompt shows them (context.otherFilesChars).
     assert (await complete(client, line, col)).items
+
+
+# The whole prompt read before the first token: a model still reading when the word is asked for.
+reading_client = client_fixture({"specfill": {"completion": {"debounceMs": 0, "budgetMs": 60000,
+                                                             "promptBudgetMs": 60000}}}, CAPS)
+FROB = "def total(items):\n    total = 0\n" + "    total += frobnicate_widget(item, 3)\n" * 60 + "    total += frobn"
+
+
+@pytest.mark.asyncio
+async def test_a_word_the_file_settles_answers_while_the_model_reads(reading_client: LanguageClient):
+    """~700 prompt tokens to read before the model's first token: the word the file's words
+    say is being typed answers first, and the model's suggestion follows."""
+    await wait_ready(reading_client)
+    open_doc(reading_client, FROB)
+    line, col = end_of(FROB)
+    result = await complete(reading_client, line, col, invoked=False)
+    assert result.items[0].insert_text == "icate_widget"
+    assert field(await stats(reading_client), "word_answers") == 1

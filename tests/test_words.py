@@ -37,8 +37,9 @@ def test_a_cut_suggestion_is_completed_only_when_it_is_the_start_of_the_word():
     assert complete_word("uest_payload_zqx", USES + "x = req", "\n") == ""  # nothing to add
 
 
+# An explicit request with one candidate: the model's answer, which no word answers first.
 doubting = client_fixture({"specfill": {"completion": {"debounceMs": 0, "minConfidence": 0.999999,
-                                                       "afterAccept": False}}})
+                                                       "afterAccept": False, "candidates": 1}}})
 
 
 @pytest.mark.asyncio
@@ -48,6 +49,6 @@ async def test_the_server_completes_a_doubted_word_from_the_files_words(doubting
     await wait_ready(doubting)
     text = USES + "print(req"
     open_doc(doubting, text + ")\n")
-    items = (await complete(doubting, *end_of(text), invoked=False)).items
+    items = (await complete(doubting, *end_of(text), invoked=True)).items
     assert items and items[0].insert_text == "uest_payload_zqx"
     assert field(await stats(doubting), "words") == 1

@@ -26,10 +26,13 @@ from lsp_server.session.cache import Entry, TypeThroughCache
 from lsp_server.session.controls import refusal, suggestions_allowed
 from lsp_server.session.stats import Stats
 from lsp_server.settings import Settings
+from lsp_server.words import expected_word
 
 log = logging.getLogger("specfill")
 RELATED_BY_CHARS = 600  # text before the cursor that picks related workspace files
 PARTIAL_MS = 20  # after the first visible text, answer with what there is rather than wait for the line's end
+# A model still reading when the next keystroke is near: the word the file's words say is being typed
+WORD_AFTER_MS = 40
 
 
 @dataclass(frozen=True)
@@ -135,7 +138,7 @@ class Pipeline:
         if flight is not None and flight.agrees_with(at.prefix, at.suffix):
             self.stats.cache_hits += 1
             waits = not flight.first_line.is_set()  # a wait for the model, as a new suggestion is
-            if (s := await self._answer(flight, at, settings, flight.prefix)) is not None and waits:
+            if (s := await self._answer(flight, at, settings, flight.prefix, not invoked)) is not None and waits:
                 self.stats.new_suggestion_ms.append((time.perf_counter() - t0) * 1000)
             return s
         n = self._latest[at.uri] = self._latest.get(at.uri, 0) + 1
@@ -146,7 +149,7 @@ class Pipeline:
         if not self.worker.ready:
             return None
         flight = self._start(at, settings, tell)
-        if (s := await self._answer(flight, at, settings, at.prefix)) is not None:
+        if (s := await self._answer(flight, at, settings, at.prefix, not invoked)) is not None:
             self.stats.new_suggestion_ms.append((time.perf_counter() - t0) * 1000)
         return s
 
@@ -258,12 +261,20 @@ class Pipeline:
             tell(message)
         self._told = message
 
-    async def _answer(self, flight: Inflight, at: Place, settings: Settings, since: str) -> Suggestion | None:
-        """Wait for the flight's first line (or its end) and shape it for a request at `at`."""
+    async def _answer(self, flight: Inflight, at: Place, settings: Settings, since: str,
+                      words: bool = False) -> Suggestion | None:
+        """Wait for the flight's first line (or its end) and shape it for a request at `at`.
+        With `words` (a keystroke's request, not an explicit one, which wants the model's), if
+        the flight has shown nothing WORD_AFTER_MS on and the file's words say which word is
+        being typed: that word, and the flight's line refreshes the editor once whole."""
         waiter = asyncio.ensure_future(flight.first_line.wait())
         flight.waiters += 1
+        word = ""
         try:
-            await asyncio.wait({flight.future, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait({flight.future, waiter}, timeout=WORD_AFTER_MS / 1000 if words else None,
+                                         return_when=asyncio.FIRST_COMPLETED)
+            if not done and not (word := expected_word(at.prefix, at.suffix)):
+                await asyncio.wait({flight.future, waiter}, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
             if flight.waiters == 1:
                 flight.cancel.set()  # $/cancelRequest: stop decoding at the next step
@@ -271,6 +282,10 @@ class Pipeline:
         finally:
             flight.waiters -= 1
             waiter.cancel()
+        if word:
+            flight.partial = True
+            self.stats.word_answers += 1
+            return self._finish(at, word, settings)
         if flight.future.done():
             if flight.future.cancelled() or flight.future.exception() is not None:
                 return None

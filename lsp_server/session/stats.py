@@ -48,6 +48,7 @@ class Stats:
     hidden: int = 0  # suggestions not shown: the model doubted their first token (minConfidence)
     cut: int = 0  # suggestions cut before a doubted token
     words: int = 0  # suggestions cut inside a word the file's words completed (lsp_server/words.py)
+    word_answers: int = 0  # answered with the word being typed while the model had nothing yet (WORD_AFTER_MS)
     grown: int = 0  # answers cut short of their line whose line then came whole (the editor asks again)
     after_accept: int = 0  # suggestions generated ahead, as if the one shown were accepted
     ttft_ms: deque = field(default_factory=lambda: deque(maxlen=LATENCIES_KEPT))
@@ -91,6 +92,7 @@ class Stats:
             "short": self.short, "draft_answers": self.draft_answers, "healed": self.healed, "hidden": self.hidden,
             "cut": self.cut,
             "words": self.words,
+            "word_answers": self.word_answers,
             "after_accept": self.after_accept,
             "grown": self.grown,
             "accepted_per_step": self.draft_accepted / self.spec_steps if self.spec_steps else 0.0,
