@@ -5,7 +5,9 @@ what the last suggestion said); by an in-flight generation that still agrees wit
 typed; or by a new generation, answered as soon as its first line is complete, or with the
 text so far PARTIAL_MS after its first visible text (a long line would otherwise arrive after the next
 keystroke), or at once when other work waits for the model; the rest is generated in the
-background into the cache. An answer cut short of its line is followed, once the line is whole,
+background into the cache. A keystroke the model has shown nothing for within WORD_AFTER_MS
+(still reading) gets the word the file's words say is being typed, and the model's line later.
+An answer cut short of its line is followed, once the line is whole,
 by a word to the editor (`grew`) to ask again, which the cache answers at once: a user who
 pauses sees the whole line without typing on. Once a suggestion is complete and shown, what
 would follow it if it were accepted is generated into the cache too (completion.afterAccept),
