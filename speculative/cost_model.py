@@ -127,18 +127,20 @@ class CostModel:
         top = ks[-1]
         return self.verify_ms[top] * n / top
 
-    def choose(self, ps: Sequence[float], draft_ms_per_token: float = 0.0, depth: int | None = None) -> int:
+    def choose(self, ps: Sequence[float], draft_ms_per_token: float = 0.0, depth: int | None = None,
+               draft_ms: float = 0.0) -> int:
         """Draft length in 0..len(ps) with the most expected tokens per ms; 0 = do not draft.
 
         ps[i] is the chance that draft token i+1 is accepted given that those before it were:
-        the step then yields 1 + ps[0] + ps[0]*ps[1] + ... tokens.
+        the step then yields 1 + ps[0] + ps[0]*ps[1] + ... tokens. `draft_ms`: what drafting
+        costs whatever its length (a draft model's read of tokens its context lacks).
         """
         best_k, best_rate = 0, self.margin / self.cost(1, depth)
         expected, run = 1.0, 1.0
         for k, p in enumerate(ps[: MAX_VERIFY - 1], 1):
             run *= p
             expected += run
-            rate = expected / (self.cost(k + 1, depth) + k * draft_ms_per_token)
+            rate = expected / (self.cost(k + 1, depth) + k * draft_ms_per_token + draft_ms)
             if rate > best_rate:
                 best_k, best_rate = k, rate
         return best_k

@@ -23,6 +23,7 @@ from speculative.seqs import FULL
 MAX_NGRAM = 32  # match lengths counted up to this
 PROBES, PROBE_P, PROBE_TOKENS = 8, 0.9, 4  # a draft model's first steps: tried optimistically, then measured
 REPROBE = 32  # steps without a draft before a draft model is tried again with one token
+IN_STEP = 2  # tokens a draft model's look reads in step with the target: the pending one, the last draft's
 LOOKS_JUDGED, LOOKS_DECAY = 16, 0.97  # looks before a draft model's looking is judged; their weight over time
 # A draft model's acceptance is learned per band of its own probability of the token (llama.cpp
 # stops drafting below one, p_min): a doubted token is mostly rejected, a sure one mostly kept.
@@ -327,12 +328,17 @@ class DraftModel:
             k_cap = min(k_cap, PROBE_TOKENS)
         best = max(self._p(band, probing) for band in range(len(SURE_BANDS)))  # its acceptance where it is surest
         plain_ms = costs.cost(1, len(seq))
-        trying = not costs.choose([best] * k_cap, self.ms_per_token, depth=len(seq)) or not self.looks.pay(plain_ms)
+        # Priced with reading what the target emitted since it last looked (prompt lookup's
+        # tokens, steps it sat out): after many, a look costs more than it can gain.
+        catch_up = self._catch_up_ms(seq)
+        trying = not costs.choose([best] * k_cap, self.ms_per_token, len(seq), catch_up) \
+            or not self.looks.pay(plain_ms)
         if trying:
             # Nor would a draft that stopped after a bad start: one token now and then keeps
-            # its acceptance current, while a draft that good would pay at all.
+            # its acceptance current, while a draft that good would pay at all (mostly at a
+            # generation's start, where its context holds the prompt).
             self.idle += 1
-            if self.idle < REPROBE or not costs.choose([PROBE_P], self.ms_per_token, depth=len(seq)):
+            if self.idle < REPROBE or not costs.choose([PROBE_P], self.ms_per_token, len(seq), catch_up):
                 return None
             k_cap = 1
         self.idle = 0
@@ -343,7 +349,7 @@ class DraftModel:
         self.engine.make_room(self.seq, len(seq) + k_cap)
         logits, reused = self.engine.prefill(seq.tolist(), seq=self.seq)
         out, bands, ps = self._draft(logits, k_cap, costs, best, probing, len(seq))
-        if len(seq) - reused <= 2:  # in step: the pending token (and the last draft's) read, then its steps
+        if len(seq) - reused <= IN_STEP:  # in step: the pending token (and the last draft's) read, then its steps
             ms = (time.perf_counter() - t0) * 1000 / max(1, len(out))
             self.ms_per_token = 0.8 * self.ms_per_token + 0.2 * ms
         k = len(out) if trying else costs.choose(ps, self.ms_per_token, depth=len(seq))
@@ -353,6 +359,12 @@ class DraftModel:
             return None
         self._step_ms = looked_ms + costs.cost(k + 1, len(seq))
         return Draft(out[:k], "model", tuple(bands[:k]))
+
+    def _catch_up_ms(self, seq: np.ndarray) -> float:
+        """What reading the tokens of `seq` its context lacks would take it, beyond the
+        IN_STEP a look reads anyway (counted in its ms_per_token)."""
+        held = self.engine.common_prefix(seq.tolist(), self.seq)
+        return self.costs.read.ms(held, max(0, len(seq) - held - IN_STEP))
 
     def _draft(self, logits: np.ndarray, k_cap: int, costs: CostModel, best: float, probing: bool,
                depth: int) -> tuple[list[int], list[int], list[float]]:

@@ -13,7 +13,7 @@ from lsp_helpers import REPEATED
 from same_output import assert_same_greedy, near_ties
 
 from speculative import Engine, ModelError
-from speculative.cost_model import CostModel
+from speculative.cost_model import CostModel, ReadRate
 from speculative.drafters import (
     PROBES,
     REPROBE,
@@ -230,16 +230,22 @@ def test_a_one_token_draft_is_still_the_cost_models_choice(engine, self_draft):
 
 def test_a_draft_that_stopped_drafting_is_tried_again_with_one_token(engine, prompts, plain_outputs, self_draft):
     """A bad start must not silence a draft for good: after REPROBE steps without a draft it
-    drafts one token, if a draft that good would pay at all."""
+    drafts one token, if a draft that good would pay at all; not while it would first read
+    what the target emitted meanwhile (more than a token gains), but at a generation's start."""
     costs = CostModel({1: 10.0, 2: 14.0, 32: 134.0})  # a draft of p 0.9 pays one token; of p 0.01 none
+    own_costs, self_draft.costs = self_draft.costs, CostModel({1: 1.0}, read=ReadRate(2.0, 0.0))  # 2 ms a token read
     self_draft.acceptance = Acceptance({f"model/{i}": 0.01 for i in range(len(SURE_BANDS))}, weight=300.0)
     self_draft.drafts, self_draft.idle, self_draft.ms_per_token, self_draft.looks = PROBES, 0, 1.0, Looks()
     try:
         r = decode(engine, prompts[0], max_tokens=40, drafter=self_draft, costs=costs)
         assert len(r.tokens) > REPROBE + 1, "premise: enough steps for one try"
+        assert r.drafted == 0  # REPROBE steps behind: catching up would cost more than it gains
+        assert self_draft.idle > REPROBE
+        r = decode(engine, prompts[1], max_tokens=40, drafter=self_draft, costs=costs)
         assert r.drafted == 1 and r.spec_steps == 1
-        assert_same_greedy(plain_outputs[0], r.tokens, "a draft tried again")
+        assert_same_greedy(plain_outputs[1], r.tokens, "a draft tried again")
     finally:
+        self_draft.costs = own_costs
         self_draft.acceptance = Acceptance({f"model/{i}": 0.5 for i in range(len(SURE_BANDS))})
 
 
@@ -282,6 +288,7 @@ def test_a_new_draft_model_is_tried_before_it_is_judged(engine, model_path):
     try:
         seq = np.array(engine.tokenize("def mean(values):\n    return sum(values) / len("), dtype=np.int32)
         assert costs.choose([draft.acceptance.p("model/2")] * 4, draft.ms_per_token) == 0
+        draft.begin(prompt=seq.tolist())  # as a generation starts: its context holds the prompt
         first = draft.propose(seq, 16, costs)
         assert first is not None and 1 <= len(first.tokens) <= 4
         for _ in range(PROBES):
