@@ -89,6 +89,16 @@ def test_draft_cost_per_token_counts():
     assert cm.choose([0.9] * 8, draft_ms_per_token=12.1) == 0  # a draft as slow as the target
 
 
+def test_a_fixed_draft_cost_counts_once_and_can_outweigh_the_gain():
+    costs = CostModel({1: 10.0, 2: 12.0, 8: 24.0})
+    ps = [0.9] * 7
+    k = costs.choose(ps)
+    assert k > 0
+    assert costs.choose(ps, draft_ms=5.0) > 0  # a small read ahead of the draft still pays
+    assert costs.choose(ps, draft_ms=200.0) == 0  # a long one costs more than the draft gains
+    assert costs.choose(ps, 1.0, draft_ms=5.0) >= costs.choose(ps, 1.0)  # spread over a longer draft
+
+
 def test_profile_is_cached_per_model_file_and_threads(engine, tmp_path, monkeypatch):
     monkeypatch.setenv("SPECFILL_CACHE_DIR", str(tmp_path))
     first = load_cost_model(engine, 2, "b")
