@@ -330,7 +330,8 @@ class DraftModel:
         plain_ms = costs.cost(1, len(seq))
         # Priced with reading what the target emitted since it last looked (prompt lookup's
         # tokens, steps it sat out): after many, a look costs more than it can gain.
-        catch_up = self._catch_up_ms(seq)
+        tokens = seq.tolist()
+        catch_up = self._catch_up_ms(tokens)
         trying = not costs.choose([best] * k_cap, self.ms_per_token, len(seq), catch_up) \
             or not self.looks.pay(plain_ms)
         if trying:
@@ -347,7 +348,7 @@ class DraftModel:
             return None
         t0 = time.perf_counter()
         self.engine.make_room(self.seq, len(seq) + k_cap)
-        logits, reused = self.engine.prefill(seq.tolist(), seq=self.seq)
+        logits, reused = self.engine.prefill(tokens, seq=self.seq)
         out, bands, ps = self._draft(logits, k_cap, costs, best, probing, len(seq))
         if len(seq) - reused <= IN_STEP:  # in step: the pending token (and the last draft's) read, then its steps
             ms = (time.perf_counter() - t0) * 1000 / max(1, len(out))
@@ -360,11 +361,11 @@ class DraftModel:
         self._step_ms = looked_ms + costs.cost(k + 1, len(seq))
         return Draft(out[:k], "model", tuple(bands[:k]))
 
-    def _catch_up_ms(self, seq: np.ndarray) -> float:
-        """What reading the tokens of `seq` its context lacks would take it, beyond the
-        IN_STEP a look reads anyway (counted in its ms_per_token)."""
-        held = self.engine.common_prefix(seq.tolist(), self.seq)
-        return self.costs.read.ms(held, max(0, len(seq) - held - IN_STEP))
+    def _catch_up_ms(self, tokens: list[int]) -> float:
+        """What reading the `tokens` its context lacks would take it, beyond the IN_STEP a
+        look reads anyway (counted in its ms_per_token)."""
+        held = self.engine.common_prefix(tokens, self.seq)
+        return self.costs.read.ms(held, max(0, len(tokens) - held - IN_STEP))
 
     def _draft(self, logits: np.ndarray, k_cap: int, costs: CostModel, best: float, probing: bool,
                depth: int) -> tuple[list[int], list[int], list[float]]:
