@@ -76,14 +76,19 @@ def wait_ready(nvim: pynvim.Nvim, timeout: float = 120.0) -> dict:
     return stats
 
 
+# The ghost text and its extmark, read in one call: the event loop runs between two calls, and a
+# refresh (the server's whole line after a part) may redraw the ghost in between.
+GHOST = ("(function() local g = require('specfill').ghost; local text = g.current();"
+         " if not text or text == '' then return nil end;"
+         " return { text, vim.api.nvim_buf_get_extmarks(0, g.namespace, 0, -1, { details = true }) } end)()")
+
+
 def ghost(nvim: pynvim.Nvim, timeout: float = 60.0) -> str:
     """The ghost text once shown, checked against the extmark in the buffer."""
-    text = wait_for(nvim, "require('specfill').ghost.current()", timeout)
-    marks = nvim.exec_lua("return vim.api.nvim_buf_get_extmarks(0, require('specfill').ghost.namespace,"
-                          " 0, -1, { details = true })")
-    assert len(marks) == 1
+    text, marks = wait_for(nvim, GHOST, timeout)
+    assert len(marks) == 1, (text, marks)
     details = marks[0][3]
     shown = "".join(chunk[0] for chunk in details["virt_text"])
     shown += "".join("\n" + "".join(c[0] for c in line) for line in details.get("virt_lines") or [])
-    assert shown == text
+    assert shown == text, (shown, text)
     return text
