@@ -92,3 +92,22 @@ def ghost(nvim: pynvim.Nvim, timeout: float = 60.0) -> str:
     shown += "".join("\n" + "".join(c[0] for c in line) for line in details.get("virt_lines") or [])
     assert shown == text, (shown, text)
     return text
+
+
+# The ghost text, then the key's insert-mode mapping run as the key would run it, in one call:
+# a refresh arriving between a read and a keystroke would have the key act on another text.
+PRESS = ("local key = ...; local text = require('specfill').ghost.current();"
+         " local map = vim.fn.maparg(key, 'i', false, true);"
+         " assert(map.callback, 'no insert-mode mapping for ' .. key); map.callback(); return text")
+
+
+def press(nvim: pynvim.Nvim, key: str) -> str:
+    """Presses `key` (its insert-mode mapping) where a ghost text is shown; returns the text it acted on."""
+    ghost(nvim)
+    return nvim.exec_lua(PRESS, key)
+
+
+def without_refresh(nvim: pynvim.Nvim) -> None:
+    """Ignore the server's refresh from now on, for a test of what a keystroke does to the ghost
+    text it read: a refresh (the whole line after a part) could redraw it before the key."""
+    nvim.exec_lua("require('specfill').client().handlers['specfill/inlineCompletion/refresh'] = function() end")

@@ -14,7 +14,7 @@ from speculative import resolve_model_path
 from tests.editor_sample import PICTURE_SUGGESTION, PICTURE_TYPED, SOURCE, picture_file
 from tests.hub_server import Hub
 from tests.nvim_helpers import STATE as STATS_EXPR
-from tests.nvim_helpers import ghost, server_stats, start_nvim, wait_for, wait_ready
+from tests.nvim_helpers import ghost, press, server_stats, start_nvim, wait_for, wait_ready, without_refresh
 
 pytestmark = pytest.mark.editors
 
@@ -38,9 +38,8 @@ def buffer_text(nvim) -> str:
 
 def test_ghost_text_appears_and_tab_accepts_it(nvim):
     nvim.input("Go    return ")
-    suggestion = ghost(nvim)
+    suggestion = press(nvim, "<Tab>")
     assert suggestion.strip()
-    nvim.input("<Tab>")
     wait_for(nvim, "not require('specfill').ghost.current() or true")
     assert buffer_text(nvim) == SOURCE + "    return " + suggestion + "\n"
     row, col = nvim.current.window.cursor
@@ -50,6 +49,7 @@ def test_ghost_text_appears_and_tab_accepts_it(nvim):
 
 
 def test_typing_what_the_ghost_says_keeps_it_without_a_new_answer(nvim):
+    without_refresh(nvim)
     nvim.input("Go    return ")
     suggestion = ghost(nvim)
     assert len(suggestion) > 1
@@ -61,8 +61,7 @@ def test_typing_what_the_ghost_says_keeps_it_without_a_new_answer(nvim):
 
 def test_accept_word_inserts_only_the_first_word(nvim):
     nvim.input("Go    return ")
-    suggestion = ghost(nvim)
-    nvim.input("<M-Right>")
+    suggestion = press(nvim, "<M-Right>")
     line = wait_for(nvim, "vim.api.nvim_get_current_line() ~= '    return ' and vim.api.nvim_get_current_line()")
     inserted = line[len("    return "):]
     assert inserted and suggestion.startswith(inserted)
@@ -146,8 +145,7 @@ def test_next_asks_for_candidates_and_cycles_through_them(nvim):
 def test_accept_line_takes_the_first_line_and_dismiss_hides_the_rest(nvim):
     nvim.exec_lua("require('specfill').configure({ completion = { multiline = 'always' } })")
     nvim.input("Go    return ")
-    suggestion = ghost(nvim)
-    nvim.input("<M-Down>")
+    suggestion = press(nvim, "<M-Down>")
     first_line = suggestion.split("\n")[0]
     wait_for(nvim, "vim.api.nvim_get_current_line() == ...", 10, "    return " + first_line)
     if "\n" in suggestion:

@@ -18,7 +18,7 @@ import pynvim
 import pytest
 
 from tests.editor_sample import SOURCE
-from tests.nvim_helpers import PLUGIN, ghost, nvim_binary, wait_for, wait_ready
+from tests.nvim_helpers import PLUGIN, nvim_binary, press, wait_for, wait_ready
 from tests.remote_helpers import Silent
 from tests.shared_helpers import kill_shared_servers
 
@@ -90,8 +90,7 @@ def test_neovim_installs_the_server_and_then_shows_ghost_text(tmp_path):
         stats = wait_ready(nvim)
         assert stats["model"].startswith(str(tmp_path / "data"))  # the model inside the installed server
         nvim.input("Go    return ")
-        suggestion = ghost(nvim)
-        nvim.input("<Tab>")
+        suggestion = press(nvim, "<Tab>")
         wait_for(nvim, "vim.api.nvim_get_current_line() ~= '    return '")
         assert nvim.current.buffer[-1] == "    return " + suggestion.split("\n")[0]
         nvim.command("checkhealth specfill")
